@@ -1,0 +1,36 @@
+package io.backplane.spi;
+
+import io.backplane.spi.config.ModelConfig;
+
+/**
+ * Backend-wide state: one per backend per host, created by {@link BackendFactory#create}.
+ *
+ * <p><b>Threads.</b> {@link #autoCompleteConfig} and {@link #loadModel} may be called
+ * concurrently for different models, from host threads. {@link #close} is called once, after
+ * every model of this backend has been closed; no call comes after it.
+ */
+public interface Backend extends AutoCloseable {
+    /**
+     * Completes a model's configuration before it loads (Triton's auto-complete): e.g. fill
+     * inputs and outputs from the model file. Returns the config to use; the default returns
+     * {@code context.config()} unchanged.
+     *
+     * @throws Exception a failure fails this model's load with the cause in its message
+     */
+    default ModelConfig autoCompleteConfig(ModelContext context) throws Exception {
+        return context.config();
+    }
+
+    /**
+     * Loads one model version. The returned model belongs to the core, which closes it exactly
+     * once.
+     *
+     * @throws Exception a failure fails this load (the host keeps serving everything else, and
+     *     a previous version of the same model keeps serving)
+     */
+    Model loadModel(ModelContext context) throws Exception;
+
+    /** Releases backend-wide resources. Called once, last. */
+    @Override
+    void close();
+}

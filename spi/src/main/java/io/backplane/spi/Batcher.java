@@ -1,0 +1,55 @@
+package io.backplane.spi;
+
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Forms batches out of the accepted requests of one model version. Created by
+ * {@link BatcherFactory#create}; owned by the core, which closes it exactly once.
+ *
+ * <p><b>Flow.</b> Callers' threads {@link #enqueue} requests. Each instance of the model has one
+ * worker thread that loops on {@link #nextBatch}: a batch is formed when an instance is free to
+ * take it, so requests that arrive meanwhile join it.
+ *
+ * <p><b>Containment.</b> The core checks every batch a batcher returns: an empty batch, too many
+ * items, a request twice, a request of another model or one already ended is dropped or
+ * answered with an error, and the worker goes on. A batcher that throws from {@link #nextBatch}
+ * costs nothing but a log line; one that throws from {@link #enqueue} fails only that request.
+ *
+ * <p>Implementations must be thread-safe.
+ */
+public interface Batcher extends AutoCloseable {
+    /**
+     * Queues an accepted request. Called on the caller's thread.
+     *
+     * @throws BackplaneException to reject the request at once, e.g. RESOURCE_EXHAUSTED when the
+     *     queue is full; the core answers the request with it
+     */
+    void enqueue(ScheduledRequest request);
+
+    /**
+     * Blocks until a batch is ready for a free instance, or {@code timeout} passes (returns an
+     * empty list), or the batcher is closed (returns an empty list). Called by instance worker
+     * threads, concurrently when the model has several instances.
+     *
+     * @param maxBatchSize the largest batch (along the batch dimension) the caller takes
+     */
+    List<ScheduledRequest> nextBatch(int maxBatchSize, long timeout, TimeUnit unit) throws InterruptedException;
+
+    /**
+     * A request in the queue was cancelled or ended by the core; the batcher should drop it.
+     * Optional: the core ignores ended requests that still come back in a batch.
+     */
+    default void cancelled(ScheduledRequest request) {
+    }
+
+    /** Removes and returns every queued request (unload). */
+    List<ScheduledRequest> drain();
+
+    /** How many requests are queued now. */
+    int queued();
+
+    /** Wakes every waiting {@link #nextBatch} caller; later calls return empty at once. */
+    @Override
+    void close();
+}

@@ -1,0 +1,201 @@
+package io.backplane.spi;
+
+import static java.util.Objects.requireNonNull;
+
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * What a client asks of a model: an immutable value built with {@link #builder(String)}.
+ *
+ * <p>The host validates it against the model's config before it is queued; a backend therefore
+ * sees only inputs that the config declares, with the declared datatypes and compatible shapes.
+ */
+public final class InferenceRequest {
+    /** {@link #modelVersion()} value meaning "the version the policy serves, newest first". */
+    public static final long LATEST = -1;
+
+    private final String modelName;
+    private final long modelVersion;
+    private final String id;
+    private final List<Tensor> inputs;
+    private final List<String> requestedOutputs;
+    private final Map<String, Object> parameters;
+    private final int priority;
+    private final long timeoutMicros;
+    private final String correlationId;
+
+    private InferenceRequest(Builder b) {
+        this.modelName = b.modelName;
+        this.modelVersion = b.modelVersion;
+        this.id = b.id;
+        this.inputs = List.copyOf(b.inputs);
+        this.requestedOutputs = List.copyOf(b.requestedOutputs);
+        this.parameters = Parameters.copy(b.parameters, "request to '" + b.modelName + "'");
+        this.priority = b.priority;
+        this.timeoutMicros = b.timeoutMicros;
+        this.correlationId = b.correlationId;
+        Set<String> names = new HashSet<>();
+        for (Tensor t : inputs) {
+            if (!names.add(t.name())) {
+                throw BackplaneException.invalid("request to '" + modelName + "' has input '" + t.name() + "' twice");
+            }
+        }
+    }
+
+    public static Builder builder(String modelName) {
+        return new Builder(modelName);
+    }
+
+    /** A builder starting from this request's values. */
+    public Builder toBuilder() {
+        Builder b = new Builder(modelName).version(modelVersion).id(id).priority(priority).timeoutMicros(timeoutMicros)
+                .correlationId(correlationId);
+        b.inputs.addAll(inputs);
+        b.requestedOutputs.addAll(requestedOutputs);
+        b.parameters.putAll(parameters);
+        return b;
+    }
+
+    public String modelName() {
+        return modelName;
+    }
+
+    /** The version asked for, or {@link #LATEST}. */
+    public long modelVersion() {
+        return modelVersion;
+    }
+
+    /** The client's own id for this request, echoed in responses; may be empty, need not be unique. */
+    public String id() {
+        return id;
+    }
+
+    public List<Tensor> inputs() {
+        return inputs;
+    }
+
+    /** The input named {@code name}, or null. */
+    public @Nullable Tensor input(String name) {
+        for (Tensor t : inputs) {
+            if (t.name().equals(name)) {
+                return t;
+            }
+        }
+        return null;
+    }
+
+    /** Output names the client wants; empty means all outputs. */
+    public List<String> requestedOutputs() {
+        return requestedOutputs;
+    }
+
+    /** Request parameters: String, Long, Boolean or Double values. */
+    public Map<String, Object> parameters() {
+        return parameters;
+    }
+
+    /** Priority level, 1 is highest; 0 means the model's default level. */
+    public int priority() {
+        return priority;
+    }
+
+    /** Queue timeout override in microseconds; 0 means the model's default. */
+    public long timeoutMicros() {
+        return timeoutMicros;
+    }
+
+    /** Sequence correlation id; empty when none. */
+    public String correlationId() {
+        return correlationId;
+    }
+
+    @Override
+    public String toString() {
+        return "InferenceRequest[" + modelName + (modelVersion == LATEST ? "" : ":" + modelVersion)
+                + (id.isEmpty() ? "" : ", id=" + id) + ", inputs=" + inputs + "]";
+    }
+
+    /** Builds {@link InferenceRequest}s; not thread-safe. */
+    public static final class Builder {
+        private final String modelName;
+        private long modelVersion = LATEST;
+        private String id = "";
+        private final List<Tensor> inputs = new ArrayList<>();
+        private final List<String> requestedOutputs = new ArrayList<>();
+        private final Map<String, Object> parameters = new LinkedHashMap<>();
+        private int priority;
+        private long timeoutMicros;
+        private String correlationId = "";
+
+        private Builder(String modelName) {
+            this.modelName = requireNonNull(modelName, "modelName is null");
+            if (modelName.isEmpty()) {
+                throw BackplaneException.invalid("model name is empty");
+            }
+        }
+
+        public Builder version(long version) {
+            if (version < LATEST || version == 0) {
+                throw BackplaneException.invalid("model version " + version + " is invalid: versions are ≥ 1, or LATEST (-1)");
+            }
+            this.modelVersion = version;
+            return this;
+        }
+
+        public Builder id(String id) {
+            this.id = requireNonNull(id, "id is null");
+            return this;
+        }
+
+        public Builder input(Tensor tensor) {
+            inputs.add(requireNonNull(tensor, "tensor is null"));
+            return this;
+        }
+
+        public Builder inputs(List<Tensor> tensors) {
+            tensors.forEach(this::input);
+            return this;
+        }
+
+        public Builder requestOutput(String name) {
+            requestedOutputs.add(requireNonNull(name, "name is null"));
+            return this;
+        }
+
+        public Builder parameter(String key, Object value) {
+            parameters.put(requireNonNull(key, "key is null"), requireNonNull(value, "value is null"));
+            return this;
+        }
+
+        public Builder priority(int priority) {
+            if (priority < 0) {
+                throw BackplaneException.invalid("priority " + priority + " is negative: use 0 for the default, 1 for the highest level");
+            }
+            this.priority = priority;
+            return this;
+        }
+
+        public Builder timeoutMicros(long timeoutMicros) {
+            if (timeoutMicros < 0) {
+                throw BackplaneException.invalid("timeout " + timeoutMicros + " µs is negative: use 0 for the model's default");
+            }
+            this.timeoutMicros = timeoutMicros;
+            return this;
+        }
+
+        public Builder correlationId(String correlationId) {
+            this.correlationId = requireNonNull(correlationId, "correlationId is null");
+            return this;
+        }
+
+        public InferenceRequest build() {
+            return new InferenceRequest(this);
+        }
+    }
+}

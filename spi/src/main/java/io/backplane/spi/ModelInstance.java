@@ -1,0 +1,40 @@
+package io.backplane.spi;
+
+import java.util.List;
+
+/**
+ * One execution instance of a model version (a session, a stub process, a GPU stream).
+ *
+ * <p><b>Threads.</b> {@link #execute} is called by one core worker thread at a time: never
+ * concurrently on one instance. {@link #close} is called once, after the last {@code execute}
+ * returned or was abandoned by the unload deadline; it may run on another thread.
+ *
+ * <p><b>Answering.</b> For every request in the batch the instance answers through that
+ * request's {@link ResponseSender}. For a plain model, every sender should be closed (one
+ * response with FINAL) by the time {@code execute} returns; the core answers any still open
+ * with an INTERNAL error. A decoupled model may keep answering from other threads after
+ * {@code execute} returns, until it sends FINAL.
+ */
+public interface ModelInstance extends AutoCloseable {
+    /**
+     * Executes a batch. The list is never empty, holds at most {@code max_batch_size} items
+     * along the batch dimension (1 request when the model does not batch), and is in dispatch
+     * order.
+     *
+     * @throws Exception any failure: the core sends an error FINAL to every request of the batch
+     *     still open, and only to those; the instance keeps serving unless it reported failure
+     */
+    void execute(List<ScheduledRequest> batch) throws Exception;
+
+    /**
+     * Whether the instance can take work now (e.g. its process is up). Probes call it often
+     * from any thread; it must be cheap and must not block. Defaults to true.
+     */
+    default boolean isReady() {
+        return true;
+    }
+
+    /** Releases the instance. Called once. */
+    @Override
+    void close();
+}

@@ -1,0 +1,73 @@
+package io.backplane.spi;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.foreign.MemorySegment;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class TensorTest {
+    @Test
+    void ofFloats_roundTrips_littleEndian() {
+        Tensor t = Tensor.ofFloats("x", new long[] {2, 2}, 1f, 2f, 3f, 4f);
+        assertArrayEquals(new float[] {1f, 2f, 3f, 4f}, t.toFloatArray());
+        assertEquals(16, t.byteSize());
+        assertEquals((byte) 0x80, t.toByteArray()[6]); // 2.0f = 0x40000000, little-endian: 00 00 00 40; 3.0f=0x40400000
+        assertEquals(4, t.elementCount());
+    }
+
+    @Test
+    void of_sizeMismatch_namesTensorAndBytes() {
+        BackplaneException e = assertThrows(BackplaneException.class,
+                () -> Tensor.of("in", DataType.INT32, new long[] {3}, MemorySegment.ofArray(new byte[8])));
+        assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
+        assertTrue(e.getMessage().contains("'in'") && e.getMessage().contains("12 bytes") && e.getMessage().contains("8"), e.getMessage());
+    }
+
+    @Test
+    void ofStrings_roundTrips() {
+        Tensor t = Tensor.ofStrings("s", new long[] {3}, "a", "", "héllo");
+        assertEquals(List.of("a", "", "héllo"), t.toStringList());
+    }
+
+    @Test
+    void bytes_truncatedLength_isRejected() {
+        byte[] raw = {10, 0, 0, 0, 1, 2};
+        BackplaneException e = assertThrows(BackplaneException.class, () -> Tensor.ofRaw("b", DataType.BYTES, new long[] {1}, raw));
+        assertTrue(e.getMessage().contains("claims 10 bytes"), e.getMessage());
+    }
+
+    @Test
+    void negativeDimension_isRejected() {
+        assertThrows(BackplaneException.class, () -> Tensor.ofFloats("x", new long[] {-1}, 1f));
+    }
+
+    @Test
+    void fp16AndBf16_widenToFloat() {
+        short one16 = Float.floatToFloat16(1.5f);
+        Tensor h = Tensor.ofRaw("h", DataType.FP16, new long[] {1}, new byte[] {(byte) one16, (byte) (one16 >> 8)});
+        assertArrayEquals(new float[] {1.5f}, h.toFloatArray());
+        int bits = Float.floatToIntBits(-2.0f) >>> 16;
+        Tensor b = Tensor.ofRaw("b", DataType.BF16, new long[] {1}, new byte[] {(byte) bits, (byte) (bits >> 8)});
+        assertArrayEquals(new float[] {-2.0f}, b.toFloatArray());
+    }
+
+    @Test
+    void gpuTensor_refusesHostReads() {
+        Tensor g = Tensor.of("g", DataType.FP32, new long[] {1}, MemorySegment.ofArray(new byte[4]), MemoryType.GPU, 1);
+        assertThrows(IllegalStateException.class, g::toFloatArray);
+        assertEquals(1, g.deviceId());
+    }
+
+    @Test
+    void dataType_names() {
+        assertEquals(DataType.BYTES, DataType.fromConfigName("TYPE_STRING"));
+        assertEquals(DataType.BF16, DataType.fromConfigName("TYPE_BF16"));
+        assertEquals(DataType.FP32, DataType.fromProtocolName("fp32"));
+        assertThrows(BackplaneException.class, () -> DataType.fromConfigName("TYPE_BYTES"));
+        assertThrows(BackplaneException.class, () -> DataType.fromProtocolName("FLOAT"));
+    }
+}
