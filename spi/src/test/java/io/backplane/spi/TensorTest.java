@@ -15,7 +15,7 @@ class TensorTest {
         Tensor t = Tensor.ofFloats("x", new long[] {2, 2}, 1f, 2f, 3f, 4f);
         assertArrayEquals(new float[] {1f, 2f, 3f, 4f}, t.toFloatArray());
         assertEquals(16, t.byteSize());
-        assertEquals((byte) 0x80, t.toByteArray()[6]); // 2.0f = 0x40000000, little-endian: 00 00 00 40; 3.0f=0x40400000
+        assertEquals((byte) 0x40, t.toByteArray()[7]); // 2.0f = 0x40000000, stored little-endian
         assertEquals(4, t.elementCount());
     }
 
