@@ -1,0 +1,9 @@
+package io.backplane.core;
+
+/** The state of one model version as the repository index reports it. */
+public enum ModelState {
+    LOADING,
+    READY,
+    UNLOADING,
+    UNAVAILABLE
+}
