@@ -18,6 +18,12 @@ import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.Ticker;
 import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.host.HostListener;
+import io.backplane.spi.host.InferenceService;
+import io.backplane.spi.host.ModelMetadata;
+import io.backplane.spi.host.ModelStatus;
+import io.backplane.spi.host.RequestHandle;
+import io.backplane.spi.host.ResponseObserver;
 import java.io.IOException;
 import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
@@ -48,8 +54,11 @@ import org.slf4j.LoggerFactory;
  * <p>Thread-safe. After {@link #close} no Backplane thread, child process or shared-memory
  * file remains.
  */
-public final class BackplaneHost implements AutoCloseable {
+public final class BackplaneHost implements InferenceService, AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(BackplaneHost.class);
+
+    /** Backplane's version (from the jar manifest, or "dev" when run from classes). */
+    public static final String VERSION = versionFromManifest();
 
     private final HostRuntime runtime;
     private final Path workDirectory;
@@ -57,6 +66,11 @@ public final class BackplaneHost implements AutoCloseable {
     private BackplaneHost(HostRuntime runtime, Path workDirectory) {
         this.runtime = runtime;
         this.workDirectory = workDirectory;
+    }
+
+    private static String versionFromManifest() {
+        String v = BackplaneHost.class.getPackage().getImplementationVersion();
+        return v == null ? "dev" : v;
     }
 
     public static Builder builder() {
@@ -70,6 +84,7 @@ public final class BackplaneHost implements AutoCloseable {
      * the response, or exceptionally with a {@link BackplaneException}. Cancelling the future
      * cancels the request (B6).
      */
+    @Override
     public CompletableFuture<InferenceResponse> infer(InferenceRequest request) {
         requireNonNull(request, "request is null");
         InferFuture future = new InferFuture();
@@ -91,6 +106,7 @@ public final class BackplaneHost implements AutoCloseable {
      * model: one response, then {@code onComplete}). A request that cannot be accepted gets
      * {@code onError} before this method returns.
      */
+    @Override
     public RequestHandle stream(InferenceRequest request, ResponseObserver observer) {
         requireNonNull(request, "request is null");
         requireNonNull(observer, "observer is null");
@@ -116,6 +132,7 @@ public final class BackplaneHost implements AutoCloseable {
     // ---- model control ----
 
     /** Loads (or reloads) a model; returns when it is ready or throws why it could not load. */
+    @Override
     public void load(String model) {
         checkRunning();
         checkExplicit("load");
@@ -123,6 +140,7 @@ public final class BackplaneHost implements AutoCloseable {
     }
 
     /** Unloads a model (L7): returns within the unload deadline with every request ended. */
+    @Override
     public void unload(String model) {
         checkRunning();
         checkExplicit("unload");
@@ -137,16 +155,19 @@ public final class BackplaneHost implements AutoCloseable {
     }
 
     /** Live: the host is running. */
+    @Override
     public boolean isLive() {
         return runtime.isRunning();
     }
 
     /** Ready: running, and every loaded model has a ready version (Triton's strict readiness). */
+    @Override
     public boolean isReady() {
         return runtime.isRunning() && runtime.registry().allReady();
     }
 
     /** Whether {@code version} of {@code model} (or its newest, with {@link InferenceRequest#LATEST}) can serve now. */
+    @Override
     public boolean isModelReady(String model, long version) {
         return runtime.isRunning() && runtime.registry().isReady(model, version);
     }
@@ -159,16 +180,19 @@ public final class BackplaneHost implements AutoCloseable {
         return runtime.registry().metadata(model, InferenceRequest.LATEST);
     }
 
+    @Override
     public ModelMetadata metadata(String model, long version) {
         return runtime.registry().metadata(model, version);
     }
 
     /** The config a loaded model version runs with (after auto-complete). */
+    @Override
     public ModelConfig modelConfig(String model, long version) {
         return runtime.registry().config(model, version);
     }
 
     /** Every model in the repository and each loaded version's state. */
+    @Override
     public List<ModelStatus> repositoryIndex() {
         return runtime.registry().index();
     }
@@ -188,8 +212,19 @@ public final class BackplaneHost implements AutoCloseable {
         return runtime.context().duplicateReleases();
     }
 
+    @Override
     public void addListener(HostListener listener) {
         runtime.context().addListener(listener);
+    }
+
+    @Override
+    public boolean modelControlEnabled() {
+        return runtime.options().controlMode() == ModelControlMode.EXPLICIT;
+    }
+
+    @Override
+    public String version() {
+        return VERSION;
     }
 
     public ModelControlMode controlMode() {

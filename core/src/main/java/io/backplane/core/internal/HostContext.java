@@ -2,7 +2,7 @@ package io.backplane.core.internal;
 
 import static java.util.Objects.requireNonNull;
 
-import io.backplane.core.HostListener;
+import io.backplane.spi.host.HostListener;
 import io.backplane.spi.Ticker;
 import java.time.Duration;
 import java.util.List;

@@ -1,6 +1,6 @@
 package io.backplane.core.internal;
 
-import io.backplane.core.HostListener;
+import io.backplane.spi.host.HostListener;
 import io.backplane.core.ModelControlMode;
 import io.backplane.spi.BackendFactory;
 import io.backplane.spi.BatcherFactory;

@@ -2,7 +2,7 @@ package io.backplane.core.internal;
 
 import static java.util.Objects.requireNonNull;
 
-import io.backplane.core.HostListener.Outcome;
+import io.backplane.spi.host.HostListener.Outcome;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.InstanceContext;
 import io.backplane.spi.Model;

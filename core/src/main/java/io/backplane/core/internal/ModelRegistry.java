@@ -2,9 +2,9 @@ package io.backplane.core.internal;
 
 import static java.util.Objects.requireNonNull;
 
-import io.backplane.core.ModelMetadata;
-import io.backplane.core.ModelState;
-import io.backplane.core.ModelStatus;
+import io.backplane.spi.host.ModelMetadata;
+import io.backplane.spi.host.ModelState;
+import io.backplane.spi.host.ModelStatus;
 import io.backplane.core.plugin.PluginManager;
 import io.backplane.spi.Backend;
 import io.backplane.spi.BackendContext;

@@ -2,8 +2,8 @@ package io.backplane.core.internal;
 
 import static java.util.Objects.requireNonNull;
 
-import io.backplane.core.HostListener.Outcome;
-import io.backplane.core.ModelState;
+import io.backplane.spi.host.HostListener.Outcome;
+import io.backplane.spi.host.ModelState;
 import io.backplane.spi.Backend;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackplaneException;

@@ -11,11 +11,11 @@ import io.backplane.spi.BatcherContext;
 import io.backplane.spi.BatcherFactory;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.Spi;
+import io.backplane.spi.host.FrontendFactory;
 import io.github.classgraph.ClassGraph;
 import io.github.classgraph.ClassInfo;
 import io.github.classgraph.ScanResult;
 import java.io.IOException;
-import java.net.MalformedURLException;
 import java.net.URL;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -53,6 +53,7 @@ public final class PluginManager implements AutoCloseable {
     private final Map<String, Provided<BackendFactory>> backends = new LinkedHashMap<>();
     private final Map<String, String> backendAliases = new LinkedHashMap<>();
     private final Map<String, Provided<BatcherFactory>> batchers = new LinkedHashMap<>();
+    private final Map<String, Provided<FrontendFactory>> frontends = new LinkedHashMap<>();
     private final Map<String, Backend> created = new LinkedHashMap<>();
     private final Map<String, Map<String, String>> backendOptions;
     private final Path workRoot;
@@ -121,40 +122,61 @@ public final class PluginManager implements AutoCloseable {
     }
 
     private void discover(ClassLoader loader, String source) {
-        Iterator<BackendFactory> it = ServiceLoader.load(BackendFactory.class, loader).iterator();
+        for (BackendFactory f : load(BackendFactory.class, loader, source)) {
+            registerBackend(new Provided<>(f, safeName(f::name, f), loader, source + " (" + jarOf(f) + ")"), false);
+        }
+        for (BatcherFactory f : load(BatcherFactory.class, loader, source)) {
+            registerBatcher(new Provided<>(f, safeName(f::name, f), loader, source + " (" + jarOf(f) + ")"), false);
+        }
+        for (FrontendFactory f : load(FrontendFactory.class, loader, source)) {
+            registerFrontend(new Provided<>(f, safeName(f::name, f), loader, source + " (" + jarOf(f) + ")"));
+        }
+    }
+
+    /** Every provider of {@code service} that {@code loader} itself defines; broken providers are logged and skipped. */
+    private static <T> List<T> load(Class<T> service, ClassLoader loader, String source) {
+        List<T> out = new ArrayList<>();
+        Iterator<T> it = ServiceLoader.load(service, loader).iterator();
         while (true) {
-            BackendFactory f;
+            T f;
             try {
                 if (!it.hasNext()) {
                     break;
                 }
                 f = it.next();
             } catch (ServiceConfigurationError e) {
-                log.error("skipping a broken backend provider in {}: {}", source, e.getMessage(), e);
+                log.error("skipping a broken {} provider in {}: {}", service.getSimpleName(), source, e.getMessage(), e);
                 continue;
             }
             if (loader instanceof PluginClassLoader && f.getClass().getClassLoader() != loader) {
-                continue; // visible through a parent, already registered from there
+                continue; // visible through a parent, registered from there
             }
-            registerBackend(new Provided<>(f, safeName(f::name, f), loader, source + " (" + jarOf(f) + ")"), false);
+            out.add(f);
         }
-        Iterator<BatcherFactory> bt = ServiceLoader.load(BatcherFactory.class, loader).iterator();
-        while (true) {
-            BatcherFactory f;
-            try {
-                if (!bt.hasNext()) {
-                    break;
-                }
-                f = bt.next();
-            } catch (ServiceConfigurationError e) {
-                log.error("skipping a broken batcher provider in {}: {}", source, e.getMessage(), e);
-                continue;
-            }
-            if (loader instanceof PluginClassLoader && f.getClass().getClassLoader() != loader) {
-                continue;
-            }
-            registerBatcher(new Provided<>(f, safeName(f::name, f), loader, source + " (" + jarOf(f) + ")"), false);
+        return out;
+    }
+
+    private void registerFrontend(Provided<FrontendFactory> p) {
+        if (p.factory().spiVersion() > Spi.VERSION) {
+            log.error("refusing frontend '{}' from {}: built against SPI version {}, newer than this host's {}", p.name(), p.source(),
+                    p.factory().spiVersion(), Spi.VERSION);
+            return;
         }
+        Provided<FrontendFactory> existing = frontends.get(p.name());
+        if (existing != null) {
+            if (existing.factory().getClass() == p.factory().getClass()) {
+                return;
+            }
+            throw BackplaneException.invalid("frontend name '" + p.name() + "' is provided twice: by " + existing.source() + " and by " + p.source()
+                    + "; remove one of them");
+        }
+        frontends.put(p.name(), p);
+        log.info("frontend '{}' from {}", p.name(), p.source());
+    }
+
+    /** Every discovered frontend, in discovery order. */
+    public List<Provided<FrontendFactory>> frontends() {
+        return List.copyOf(frontends.values());
     }
 
     private static String safeName(java.util.function.Supplier<String> name, Object f) {
@@ -359,14 +381,6 @@ public final class PluginManager implements AutoCloseable {
         pluginLoaders.clear();
         if (failure != null) {
             throw failure;
-        }
-    }
-
-    static URL url(Path p) {
-        try {
-            return p.toUri().toURL();
-        } catch (MalformedURLException e) {
-            throw new IllegalArgumentException(e);
         }
     }
 }

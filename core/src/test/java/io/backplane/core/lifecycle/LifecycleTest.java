@@ -11,7 +11,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.backplane.core.BackplaneHost;
 import io.backplane.core.ModelControlMode;
-import io.backplane.core.ResponseObserver;
+import io.backplane.spi.host.ResponseObserver;
 import io.backplane.core.testing.Hygiene;
 import io.backplane.core.testing.ScriptedBackend;
 import io.backplane.spi.BackplaneException;

@@ -1,4 +1,4 @@
-package io.backplane.core;
+package io.backplane.spi.host;
 
 /** A streamed request in flight. Thread-safe. */
 public interface RequestHandle {

@@ -1,4 +1,4 @@
-package io.backplane.core;
+package io.backplane.spi.host;
 
 import io.backplane.spi.DataType;
 import java.util.List;

@@ -1,4 +1,4 @@
-package io.backplane.core;
+package io.backplane.spi.host;
 
 /**
  * Observes what the host does, for metrics. Methods are called on hot paths from many threads:

@@ -1,4 +1,4 @@
-package io.backplane.core;
+package io.backplane.spi.host;
 
 /**
  * One entry of the repository index: a model (and version, 0 when none is loaded), its state and,

@@ -1,4 +1,4 @@
-package io.backplane.core;
+package io.backplane.spi.host;
 
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.InferenceResponse;

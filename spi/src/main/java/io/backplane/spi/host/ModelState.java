@@ -1,4 +1,4 @@
-package io.backplane.core;
+package io.backplane.spi.host;
 
 /** The state of one model version as the repository index reports it. */
 public enum ModelState {
