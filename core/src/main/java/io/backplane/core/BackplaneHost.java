@@ -10,6 +10,9 @@ import io.backplane.core.internal.HostOptions;
 import io.backplane.core.internal.HostRuntime;
 import io.backplane.core.internal.RequestState;
 import io.backplane.core.internal.ResponseSink;
+import io.backplane.core.plugin.ClassLoaderSafeFrontendFactory;
+import io.backplane.core.plugin.PluginClassLoader;
+import io.backplane.core.plugin.PluginManager;
 import io.backplane.spi.BackendFactory;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.BatcherFactory;
@@ -18,6 +21,7 @@ import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.Ticker;
 import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.host.FrontendFactory;
 import io.backplane.spi.host.HostListener;
 import io.backplane.spi.host.InferenceService;
 import io.backplane.spi.host.ModelMetadata;
@@ -33,6 +37,7 @@ import java.nio.file.attribute.BasicFileAttributes;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -200,6 +205,20 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
     /** Names of the installed backends. */
     public List<String> backends() {
         return runtime.plugins().backendNames();
+    }
+
+    /**
+     * The frontend factories (protocol servers, host plugins) found on the class path and in the
+     * backends directory, by name, in discovery order. Factories from a plugin directory, and the
+     * frontends they create, are called under that plugin's class loader. The caller creates,
+     * starts and closes the frontends, before it closes this host.
+     */
+    public Map<String, FrontendFactory> frontendFactories() {
+        Map<String, FrontendFactory> out = new LinkedHashMap<>();
+        for (PluginManager.Provided<FrontendFactory> p : runtime.plugins().frontends()) {
+            out.put(p.name(), p.loader() instanceof PluginClassLoader ? new ClassLoaderSafeFrontendFactory(p.factory(), p.loader()) : p.factory());
+        }
+        return Collections.unmodifiableMap(out);
     }
 
     /** Requests accepted and not yet ended, across all models. */
