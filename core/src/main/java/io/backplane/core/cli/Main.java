@@ -48,12 +48,24 @@ public final class Main implements Runnable {
         cl.addSubcommand("bench", new BenchCommand(BenchCommand.BENCH_CLASS));
         cl.setCaseInsensitiveEnumValuesAllowed(true);
         cl.setExecutionExceptionHandler(new Failures());
+        cl.setParameterExceptionHandler(Main::badOptions);
         return cl;
     }
 
     @Override
     public void run() {
         throw new CommandLine.ParameterException(spec.commandLine(), "Missing command: use 'backplane serve', or 'backplane --help' for more");
+    }
+
+    /** Bad options: the message, suggestions for a misspelt option, where to get help; exit code 2 (not the whole usage). */
+    private static int badOptions(CommandLine.ParameterException e, String[] args) {
+        CommandLine cl = e.getCommandLine();
+        var err = cl.getErr();
+        err.println(e.getMessage());
+        CommandLine.UnmatchedArgumentException.printSuggestions(e, err);
+        err.println("Try '" + cl.getCommandSpec().qualifiedName() + " --help' for more information.");
+        err.flush();
+        return cl.getCommandSpec().exitCodeOnInvalidInput();
     }
 
     /** {@code --version}. */

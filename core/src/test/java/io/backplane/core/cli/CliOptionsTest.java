@@ -69,7 +69,7 @@ class CliOptionsTest {
         int code = cli().execute("serve", option, value);
         assertEquals(2, code, err.toString());
         assertTrue(err.toString().contains(message), "expected <" + message + "> in:\n" + err);
-        assertTrue(err.toString().contains("Usage: backplane serve"), err.toString());
+        assertTrue(err.toString().contains("Try 'backplane serve --help' for more information."), err.toString());
     }
 
     @Test
