@@ -137,6 +137,9 @@ public final class ModelConfigParser {
         } catch (IOException e) {
             throw new BackplaneException(ErrorCode.INVALID_ARGUMENT, file + ": cannot be read: " + e, e);
         }
+        if (text.startsWith("\uFEFF")) {
+            text = text.substring(1); // a byte-order mark from Windows editors; TextFormat would reject it
+        }
         Parsed parsed = parseWithPositions(text, file.toString(), dirName);
         checkSpecificVersionsExist(parsed.config(), parsed.at(), modelDir);
         return parsed.config();

@@ -343,4 +343,76 @@ class ModelConfigParserTest {
         BackplaneException e = assertThrows(BackplaneException.class, () -> ModelConfigValidator.validate(bad, "m (auto-completed)"));
         assertContains(e.getMessage(), "m (auto-completed): field 'dynamic_batching.preferred_batch_size'", "4");
     }
+
+    @Test
+    void parse_wrongBoolValue_namesField() {
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\nmodel_transaction_policy { decoupled: yes }\n").getMessage(),
+                "m/config.pbtxt:3:39: ", "field 'decoupled'", "yes");
+    }
+
+    @Test
+    void parse_enumByUnknownNumber_rejectedNotUnrecognized() {
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\ninput [ { name: \"a\" data_type: 99 dims: [ 1 ] } ]\n").getMessage(),
+                "m/config.pbtxt:3:", "field 'data_type'", "99");
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\ninstance_group [ { kind: 7 } ]\n").getMessage(),
+                "m/config.pbtxt:3:", "instance_group.kind", "kind 7");
+    }
+
+    @Test
+    void parse_twoVersionPolicyChoices_rejected() {
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\nversion_policy { latest { num_versions: 1 } all { } }\n").getMessage(),
+                "m/config.pbtxt:3:", "all", "latest");
+    }
+
+    @Test
+    void parse_mixedListAndRepeatedSyntax_positionsFollowElements() {
+        String m = invalid("""
+                name: "m"
+                backend: "python"
+                input [ { name: "a" data_type: TYPE_FP32 dims: [ 1 ] } ]
+                input { name: "b" data_type: TYPE_FP32 dims: [ 1 ] }
+                input [ { name: "c" data_type: TYPE_FP32 dims: [ 1 ] }, { name: "d" data_type: TYPE_FP32 dims: [ 0 ] } ]
+                """).getMessage();
+
+        assertContains(m, "m/config.pbtxt:5:", "'d'", "dimension 0");
+    }
+
+    @Test
+    void parse_hugeUnsignedValue_rejectedNotWrapped() {
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\nmax_batch_size: 4\n"
+                + "dynamic_batching { max_queue_delay_microseconds: 18446744073709551615 }\n").getMessage(),
+                "m/config.pbtxt:4:", "max_queue_delay_microseconds", "18446744073709551615");
+    }
+
+    @Test
+    void parseModelDirectory_notUtf8_invalidArgumentNamingFile(@org.junit.jupiter.api.io.TempDir Path tmp) throws java.io.IOException {
+        Path dir = java.nio.file.Files.createDirectories(tmp.resolve("m"));
+        java.nio.file.Files.write(dir.resolve("config.pbtxt"), new byte[] {'n', 'a', 'm', 'e', ':', ' ', '"', (byte) 0xff, '"'});
+
+        BackplaneException e = assertThrows(BackplaneException.class, () -> ModelConfigParser.parseModelDirectory(dir));
+
+        assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
+        assertContains(e.getMessage(), dir.resolve("config.pbtxt").toString(), "UTF-8");
+    }
+
+    @Test
+    void parseModelDirectory_byteOrderMarkAndCrlf_accepted(@org.junit.jupiter.api.io.TempDir Path tmp) throws java.io.IOException {
+        Path dir = java.nio.file.Files.createDirectories(tmp.resolve("m"));
+        java.nio.file.Files.writeString(dir.resolve("config.pbtxt"), "\uFEFFname: \"m\"\r\nbackend: \"python\"\r\n");
+
+        assertEquals("python", ModelConfigParser.parseModelDirectory(dir).backend());
+    }
+
+    @Test
+    void versionFolders_sameNumberTwice_rejected(@org.junit.jupiter.api.io.TempDir Path tmp) throws java.io.IOException {
+        java.nio.file.Files.createDirectories(tmp.resolve("1"));
+        java.nio.file.Files.createDirectories(tmp.resolve("01"));
+        java.nio.file.Files.createDirectories(tmp.resolve("7"));
+        java.nio.file.Files.createDirectories(tmp.resolve("latest"));
+
+        BackplaneException e = assertThrows(BackplaneException.class, () -> VersionFolders.scan(tmp));
+        assertContains(e.getMessage(), "'1'", "'01'", "version 1");
+        java.nio.file.Files.delete(tmp.resolve("01"));
+        assertEquals(new VersionFolders(List.of(1L, 7L), List.of("latest")), VersionFolders.scan(tmp));
+    }
 }
