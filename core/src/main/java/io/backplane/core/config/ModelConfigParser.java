@@ -69,13 +69,15 @@ public final class ModelConfigParser {
             "ModelInstanceGroup", Set.of("rate_limiter", "secondary_devices", "profile", "passive", "host_policy"));
 
     /** Model file in a version folder → backend, for directories without config.pbtxt. */
-    private static final Map<String, String> INFERRED_BACKENDS = new LinkedHashMap<>();
+    private static final Map<String, String> INFERRED_BACKENDS = inferredBackends();
 
-    static {
-        INFERRED_BACKENDS.put("model.py", "python");
-        INFERRED_BACKENDS.put("model.onnx", "onnxruntime");
-        INFERRED_BACKENDS.put("model.ptx", "cuda");
-        INFERRED_BACKENDS.put("model.cubin", "cuda");
+    private static Map<String, String> inferredBackends() {
+        Map<String, String> m = new LinkedHashMap<>();
+        m.put("model.py", "python");
+        m.put("model.onnx", "onnxruntime");
+        m.put("model.ptx", "cuda");
+        m.put("model.cubin", "cuda");
+        return java.util.Collections.unmodifiableMap(m);
     }
 
     private static final Pattern POSITION_PREFIX = Pattern.compile("^-?\\d+:-?\\d+: ");
