@@ -221,4 +221,38 @@ class ModelRepositoryTest {
 
         assertEquals(before, repo.fingerprints().get("m"));
     }
+
+    /**
+     * Poll mode fingerprints while another thread creates and deletes version folders and files:
+     * a file vanishing mid-walk must change the fingerprint, never throw.
+     */
+    @Test
+    void fingerprints_concurrentChurn_neverThrows() throws Exception {
+        Path m = model(tmp, "m", python("m", ""), 1);
+        ModelRepository repo = new ModelRepository(List.of(tmp));
+        java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+        java.util.concurrent.atomic.AtomicReference<Throwable> churnFailure = new java.util.concurrent.atomic.AtomicReference<>();
+        Thread churn = new Thread(() -> {
+            try {
+                for (int i = 0; !stop.get(); i++) {
+                    Path v = Files.createDirectories(m.resolve(Integer.toString(2 + i % 3)));
+                    Files.writeString(v.resolve("model.py"), "# " + i);
+                    Files.delete(v.resolve("model.py"));
+                    Files.delete(v);
+                }
+            } catch (IOException | RuntimeException e) {
+                churnFailure.set(e);
+            }
+        }, "fingerprint-churn");
+        churn.start();
+        try {
+            for (int i = 0; i < 300; i++) {
+                assertEquals(Set.of("m"), repo.fingerprints().keySet());
+            }
+        } finally {
+            stop.set(true);
+            churn.join();
+        }
+        assertEquals(null, churnFailure.get());
+    }
 }
