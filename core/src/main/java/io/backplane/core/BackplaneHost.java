@@ -42,7 +42,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
-import java.util.function.UnaryOperator;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -357,6 +356,12 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         }
     }
 
+    /** Checks a config again after a backend auto-completed it. */
+    private static ModelConfig checkCompleted(ModelConfig c) {
+        io.backplane.core.config.ModelConfigValidator.validate(c, "config of model '" + c.name() + "' after auto-complete");
+        return c;
+    }
+
     // ---- builder ----
 
     /** Builds a host; not thread-safe. {@link #build()} starts it and loads the initial models. */
@@ -500,7 +505,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
             }
             HostRuntime runtime;
             try {
-                runtime = Guice.createInjector(Stage.PRODUCTION, new CoreModule(options, work, UnaryOperator.identity())).getInstance(HostRuntime.class);
+                runtime = Guice.createInjector(Stage.PRODUCTION, new CoreModule(options, work, BackplaneHost::checkCompleted)).getInstance(HostRuntime.class);
             } catch (RuntimeException e) {
                 deleteRecursively(work);
                 Throwable cause = e instanceof com.google.inject.ProvisionException pe && pe.getCause() != null ? pe.getCause() : e;
