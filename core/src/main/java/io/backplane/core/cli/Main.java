@@ -3,6 +3,7 @@ package io.backplane.core.cli;
 import io.backplane.core.BackplaneHost;
 import java.nio.file.Path;
 import java.util.function.Consumer;
+import java.util.function.UnaryOperator;
 import org.jspecify.annotations.Nullable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -43,8 +44,19 @@ public final class Main implements Runnable {
      * @param onStarted called with the running server once every frontend serves (tests use it to stop it)
      */
     public static CommandLine commandLine(Path workingDirectory, @Nullable Path home, Consumer<? super Server> onStarted) {
+        return commandLine(workingDirectory, home, UnaryOperator.identity(), onStarted);
+    }
+
+    /**
+     * The command line of a server embedded in an application, which may register backends,
+     * batchers or listeners in code.
+     *
+     * @param customize applied to the host builder after the options (e.g. {@code b -> b.backend(myFactory)})
+     */
+    public static CommandLine commandLine(Path workingDirectory, @Nullable Path home, UnaryOperator<BackplaneHost.Builder> customize,
+            Consumer<? super Server> onStarted) {
         CommandLine cl = new CommandLine(new Main());
-        cl.addSubcommand("serve", new ServeCommand(workingDirectory, home, onStarted));
+        cl.addSubcommand("serve", new ServeCommand(workingDirectory, home, customize, onStarted));
         cl.addSubcommand("bench", new BenchCommand(BenchCommand.BENCH_CLASS));
         cl.setCaseInsensitiveEnumValuesAllowed(true);
         cl.setExecutionExceptionHandler(new Failures());

@@ -16,6 +16,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.function.Consumer;
+import java.util.function.UnaryOperator;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -113,11 +114,13 @@ final class ServeCommand implements Callable<Integer> {
 
     private final Path workingDirectory;
     private final @Nullable Path home;
+    private final UnaryOperator<BackplaneHost.Builder> customize;
     private final Consumer<? super Server> onStarted;
 
-    ServeCommand(Path workingDirectory, @Nullable Path home, Consumer<? super Server> onStarted) {
+    ServeCommand(Path workingDirectory, @Nullable Path home, UnaryOperator<BackplaneHost.Builder> customize, Consumer<? super Server> onStarted) {
         this.workingDirectory = requireNonNull(workingDirectory, "workingDirectory is null");
         this.home = home;
+        this.customize = requireNonNull(customize, "customize is null");
         this.onStarted = requireNonNull(onStarted, "onStarted is null");
     }
 
@@ -147,7 +150,7 @@ final class ServeCommand implements Callable<Integer> {
         }
         log.info("Backplane {} starting: model repositories {}, model control mode {}, backends directory {}", BackplaneHost.VERSION, repositories,
                 mode.name().toLowerCase(java.util.Locale.ROOT), backends == null ? "(none)" : backends);
-        BackplaneHost host = builder.build();
+        BackplaneHost host = requireNonNull(customize.apply(builder), "customize returned null").build();
         Server server = Server.start(host, frontends(host.frontendFactories()));
         Thread hook = Thread.ofPlatform().name("backplane-shutdown").unstarted(server::close);
         Runtime.getRuntime().addShutdownHook(hook);

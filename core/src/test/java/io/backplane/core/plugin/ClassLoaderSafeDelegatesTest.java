@@ -6,6 +6,8 @@ import io.backplane.spi.Backend;
 import io.backplane.spi.Batcher;
 import io.backplane.spi.Model;
 import io.backplane.spi.ModelInstance;
+import io.backplane.spi.host.Frontend;
+import io.backplane.spi.host.FrontendFactory;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.util.ArrayList;
@@ -22,7 +24,9 @@ import org.junit.jupiter.params.provider.MethodSource;
 class ClassLoaderSafeDelegatesTest {
     static List<Arguments> delegates() {
         return List.of(Arguments.of(Backend.class, ClassLoaderSafeBackend.class), Arguments.of(Model.class, ClassLoaderSafeModel.class),
-                Arguments.of(ModelInstance.class, ClassLoaderSafeModelInstance.class), Arguments.of(Batcher.class, ClassLoaderSafeBatcher.class));
+                Arguments.of(ModelInstance.class, ClassLoaderSafeModelInstance.class), Arguments.of(Batcher.class, ClassLoaderSafeBatcher.class),
+                Arguments.of(FrontendFactory.class, ClassLoaderSafeFrontendFactory.class),
+                Arguments.of(Frontend.class, ClassLoaderSafeFrontendFactory.SafeFrontend.class));
     }
 
     @ParameterizedTest
