@@ -40,10 +40,14 @@ class LayoutTest {
     }
 
     private ProcessBuilder launcher(String... args) {
+        return launcherIn(dir, args);
+    }
+
+    private ProcessBuilder launcherIn(Path workingDirectory, String... args) {
         List<String> cmd = new ArrayList<>();
         cmd.add(LAUNCHER.toString());
         cmd.addAll(List.of(args));
-        ProcessBuilder pb = new ProcessBuilder(cmd).directory(dir.toFile()).redirectErrorStream(true).redirectOutput(dir.resolve("out.log").toFile());
+        ProcessBuilder pb = new ProcessBuilder(cmd).directory(workingDirectory.toFile()).redirectErrorStream(true).redirectOutput(dir.resolve("out.log").toFile());
         // a private temp folder, to check that the server leaves nothing behind
         pb.environment().put("JAVA_OPTS", "-Djava.io.tmpdir=" + tmp());
         return pb;
@@ -187,6 +191,65 @@ class LayoutTest {
                 assertTrue(c.onExit().toCompletableFuture().isDone() || !c.isAlive(), "child process left running: " + c.info());
             }
             assertEquals(List.of(), names(tmp()), "files left in java.io.tmpdir");
+        } finally {
+            if (p.isAlive()) {
+                p.destroyForcibly().waitFor();
+            }
+        }
+    }
+
+    private void awaitStarted(Process p) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(180);
+        while (!output().contains(" started in ")) {
+            if (!p.isAlive() || System.nanoTime() > deadline) {
+                fail("serve did not start (alive=" + p.isAlive() + "):\n" + output());
+            }
+            Thread.sleep(100);
+        }
+    }
+
+    private Map<String, String> endpoints() throws IOException {
+        Map<String, String> endpoints = new LinkedHashMap<>();
+        Matcher m = SERVING.matcher(output());
+        while (m.find()) {
+            endpoints.put(m.group(1), m.group(2));
+        }
+        return endpoints;
+    }
+
+    /**
+     * The README's main command: from the repository root, {@code serve} with no repository
+     * option serves samples/models. When the python backend and the http frontend are in the
+     * layout, the README's curl call (add_sub) is made and its answer checked.
+     */
+    @Test
+    void serve_fromRepositoryRoot_servesSamples_andAnswersTheReadmeCall() throws Exception {
+        Path root = Path.of(System.getProperty("backplane.repo", "..")).toAbsolutePath().normalize();
+        Process p = launcherIn(root, "serve", "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0").start();
+        try {
+            awaitStarted(p);
+            assertTrue(output().contains("model repositories [" + root.resolve("samples/models") + "]"), output());
+            String http = endpoints().get("http");
+            boolean python = Files.isDirectory(DIST.resolve("backends/python"));
+            if (python) {
+                assertTrue(output().contains("add_sub v1 READY") && output().contains("repeat_decoupled v1 READY"), output());
+            }
+            if (http != null && python) {
+                String base = http.replace("0.0.0.0", "127.0.0.1");
+                try (HttpClient client = HttpClient.newHttpClient()) {
+                    String body = "{\"inputs\":[{\"name\":\"INPUT0\",\"shape\":[4],\"datatype\":\"FP32\",\"data\":[1,2,3,4]},"
+                            + "{\"name\":\"INPUT1\",\"shape\":[4],\"datatype\":\"FP32\",\"data\":[10,20,30,40]}]}";
+                    HttpResponse<String> r = client.send(HttpRequest.newBuilder(URI.create(base + "/v2/models/add_sub/infer"))
+                            .POST(HttpRequest.BodyPublishers.ofString(body)).timeout(Duration.ofSeconds(60)).build(), HttpResponse.BodyHandlers.ofString());
+                    assertEquals(200, r.statusCode(), r.body());
+                    String compact = r.body().replace(" ", "");
+                    assertTrue(compact.contains("\"name\":\"OUTPUT0\"") && compact.contains("[11.0,22.0,33.0,44.0]"), r.body());
+                    assertTrue(compact.contains("[-9.0,-18.0,-27.0,-36.0]"), r.body());
+                }
+            }
+            p.destroy();
+            assertTrue(p.waitFor(60, TimeUnit.SECONDS), "no exit within 60 s of SIGTERM:\n" + output());
+            assertTrue(output().contains("stopped in "), output());
         } finally {
             if (p.isAlive()) {
                 p.destroyForcibly().waitFor();
