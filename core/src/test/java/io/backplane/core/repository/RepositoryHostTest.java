@@ -121,4 +121,24 @@ class RepositoryHostTest {
         Files.delete(repo.resolve("first"));
         await(() -> !h.isModelReady("first"), "the removed model is unloaded");
     }
+
+    @Test
+    void pollMode_editedConfig_reloadsWithNewConfig() throws Exception {
+        model("m", "", 1);
+        host = BackplaneHost.builder().backend(backend).modelRepository(repo).modelControlMode(ModelControlMode.POLL)
+                .pollInterval(Duration.ofMillis(50)).build();
+        BackplaneHost h = host;
+        assertTrue(h.modelConfig("m", 1).parameters().isEmpty());
+
+        model("m", "parameters { key: \"k\" value { string_value: \"v\" } }", 1);
+
+        await(() -> {
+            try {
+                return "v".equals(h.modelConfig("m", 1).parameters().get("k"));
+            } catch (BackplaneException e) {
+                return false; // between unload and load of the new config
+            }
+        }, "the edited config is served");
+        assertEquals(3, tagOf(h.infer(request("m", 3)).get(10, TimeUnit.SECONDS)));
+    }
 }
