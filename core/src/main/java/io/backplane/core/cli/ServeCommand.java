@@ -15,6 +15,9 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Consumer;
 import java.util.function.UnaryOperator;
 import org.jspecify.annotations.Nullable;
@@ -150,20 +153,46 @@ final class ServeCommand implements Callable<Integer> {
         }
         log.info("Backplane {} starting: model repositories {}, model control mode {}, backends directory {}", BackplaneHost.VERSION, repositories,
                 mode.name().toLowerCase(java.util.Locale.ROOT), backends == null ? "(none)" : backends);
-        BackplaneHost host = requireNonNull(customize.apply(builder), "customize returned null").build();
-        Server server = Server.start(host, frontends(host.frontendFactories()));
-        Thread hook = Thread.ofPlatform().name("backplane-shutdown").unstarted(server::close);
+        // The hook is in place before anything starts: a SIGTERM while models load waits for the
+        // start to finish (up to the exit timeout), then closes what started.
+        CountDownLatch startupDone = new CountDownLatch(1);
+        AtomicReference<@Nullable Server> running = new AtomicReference<>();
+        Thread hook = Thread.ofPlatform().name("backplane-shutdown").unstarted(() -> {
+            try {
+                if (!startupDone.await(exitTimeoutSecs + 10L, TimeUnit.SECONDS)) {
+                    log.warn("shutdown requested while still starting after {} s; exiting without draining", exitTimeoutSecs + 10L);
+                    return;
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+            Server s = running.get();
+            if (s != null) {
+                s.close();
+            }
+        });
         Runtime.getRuntime().addShutdownHook(hook);
         try {
-            logStarted(server, t0);
-            onStarted.accept(server);
-            server.awaitClosed();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            server.close();
-        } catch (RuntimeException | Error e) {
-            server.close();
-            throw e;
+            Server server;
+            try {
+                BackplaneHost host = requireNonNull(customize.apply(builder), "customize returned null").build();
+                server = Server.start(host, frontends(host.frontendFactories()));
+                running.set(server);
+            } finally {
+                startupDone.countDown();
+            }
+            try {
+                logStarted(server, t0);
+                onStarted.accept(server);
+                server.awaitClosed();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                server.close();
+            } catch (RuntimeException | Error e) {
+                server.close();
+                throw e;
+            }
         } finally {
             try {
                 Runtime.getRuntime().removeShutdownHook(hook);
