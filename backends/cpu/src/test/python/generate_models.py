@@ -241,6 +241,52 @@ parameters { key: "intra_op_thread_count" value: { string_value: "1" } }
 """)
 
 
+def mlp_large():
+    """Benchmark model with realistic compute: 512 -> 2048 (Relu) -> 512, FP32, dynamic batch.
+
+    The 8 MB of weights are not stored: they are computed from constants (Range, Sin) that ONNX
+    Runtime folds into initializers when the session loads, so the file stays tiny.
+    """
+    nodes = []
+    inits = []
+
+    def weight(name, rows, cols):
+        inits.extend([
+            helper.make_tensor(name + "_start", TensorProto.FLOAT, [], [0.0]),
+            helper.make_tensor(name + "_limit", TensorProto.FLOAT, [], [float(rows * cols)]),
+            helper.make_tensor(name + "_delta", TensorProto.FLOAT, [], [1.0]),
+            helper.make_tensor(name + "_shape", TensorProto.INT64, [2], [rows, cols]),
+            helper.make_tensor(name + "_scale", TensorProto.FLOAT, [], [0.05]),
+        ])
+        nodes.extend([
+            helper.make_node("Range", [name + "_start", name + "_limit", name + "_delta"], [name + "_range"]),
+            helper.make_node("Sin", [name + "_range"], [name + "_sin"]),
+            helper.make_node("Mul", [name + "_sin", name + "_scale"], [name + "_flat"]),
+            helper.make_node("Reshape", [name + "_flat", name + "_shape"], [name]),
+        ])
+
+    weight("w1", 512, 2048)
+    weight("w2", 2048, 512)
+    nodes.extend([helper.make_node("MatMul", ["INPUT0", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+                  helper.make_node("MatMul", ["r", "w2"], ["OUTPUT0"])])
+    g = helper.make_graph(nodes, "mlp_large", [vi("INPUT0", TensorProto.FLOAT, ["batch", 512])],
+                          [vi("OUTPUT0", TensorProto.FLOAT, ["batch", 512])], initializer=inits)
+    model = helper.make_model(g, opset_imports=OPSET, producer_name="backplane-bench")
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model)
+    os.makedirs(os.path.join(BENCH, "mlp_large", "1"), exist_ok=True)
+    onnx.save(model, os.path.join(BENCH, "mlp_large", "1", "model.onnx"))
+    with open(os.path.join(BENCH, "mlp_large", "config.pbtxt"), "w") as f:
+        f.write("""name: "mlp_large"
+platform: "onnxruntime_onnx"
+max_batch_size: 32
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 512 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 512 ] } ]
+dynamic_batching { }
+parameters { key: "intra_op_thread_count" value: { string_value: "1" } }
+""")
+
+
 if __name__ == "__main__":
     add_sub()
     for t in TYPES:
@@ -248,4 +294,5 @@ if __name__ == "__main__":
     dynamic_dim()
     not_onnx()
     mlp()
+    mlp_large()
     print("models written under", os.path.abspath(ROOT), "and", os.path.abspath(BENCH), file=sys.stderr)

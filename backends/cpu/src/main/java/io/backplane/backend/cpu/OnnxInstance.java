@@ -52,6 +52,7 @@ final class OnnxInstance implements ModelInstance {
 
     private final OnnxModel model;
     private final ModelConfig config;
+    private final Layout layout;
     private final String where;
     private final OrtSession session;
     private final RunOptions runOptions;
@@ -63,6 +64,7 @@ final class OnnxInstance implements ModelInstance {
     OnnxInstance(OnnxModel model, String where, OrtSession session) throws OrtException {
         this.model = requireNonNull(model, "model is null");
         this.config = model.config();
+        this.layout = new Layout(config);
         this.where = requireNonNull(where, "where is null");
         this.session = requireNonNull(session, "session is null");
         RunOptions options;
@@ -96,7 +98,7 @@ final class OnnxInstance implements ModelInstance {
     }
 
     private void executeOpen(List<ScheduledRequest> batch) {
-        Map<List<Object>, List<Item>> groups = new LinkedHashMap<>();
+        Map<Object, List<Item>> groups = new LinkedHashMap<>();
         for (ScheduledRequest r : batch) {
             if (r.isDone()) {
                 continue;
@@ -108,13 +110,13 @@ final class OnnxInstance implements ModelInstance {
             }
             Item item;
             try {
-                item = Item.of(r, config);
+                item = Item.of(r, layout);
             } catch (BackplaneException e) {
                 end(r, InferenceResponse.error(e));
                 continue;
             }
             // Without batching every request runs alone; with it, requests of equal shapes run together.
-            List<Object> key = config.batches() ? item.key : List.of(item, r.id());
+            Object key = config.batches() ? item.key : item;
             groups.computeIfAbsent(key, k -> new ArrayList<>()).add(item);
         }
         for (List<Item> group : groups.values()) {
@@ -349,15 +351,54 @@ final class OnnxInstance implements ModelInstance {
         LOG.debug("{}: session released", where);
     }
 
+    /** The config, precomputed for checking requests without allocating per lookup. */
+    static final class Layout {
+        final ModelConfig config;
+        final Map<String, Integer> inputIndex = new java.util.HashMap<>();
+        final long[][] dims;
+        final Set<String> allOutputs;
+
+        Layout(ModelConfig config) {
+            this.config = config;
+            dims = new long[config.inputs().size()][];
+            for (int k = 0; k < dims.length; k++) {
+                TensorConfig tc = config.inputs().get(k);
+                inputIndex.put(tc.name(), k);
+                dims[k] = tc.dims().stream().mapToLong(Long::longValue).toArray();
+            }
+            Set<String> all = new LinkedHashSet<>();
+            config.outputs().forEach(o -> all.add(o.name()));
+            allOutputs = java.util.Collections.unmodifiableSet(all);
+        }
+    }
+
+    /** The grouping key of a request: the non-batch dimensions of each input in config order, -2 for an absent optional input. */
+    record ShapeKey(long[] dims) {
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof ShapeKey k && Arrays.equals(dims, k.dims);
+        }
+
+        @Override
+        public int hashCode() {
+            return Arrays.hashCode(dims);
+        }
+
+        @Override
+        public String toString() {
+            return Arrays.toString(dims);
+        }
+    }
+
     /** A request checked against the config: its inputs in config order, its rows and its shape key. */
     private static final class Item {
         final ScheduledRequest request;
         final Tensor[] inputs;
         final int rows;
-        final List<Object> key;
+        final ShapeKey key;
         final Set<String> outputs;
 
-        private Item(ScheduledRequest request, Tensor[] inputs, int rows, List<Object> key, Set<String> outputs) {
+        private Item(ScheduledRequest request, Tensor[] inputs, int rows, ShapeKey key, Set<String> outputs) {
             this.request = request;
             this.inputs = inputs;
             this.rows = rows;
@@ -365,81 +406,90 @@ final class OnnxInstance implements ModelInstance {
             this.outputs = outputs;
         }
 
-        static Item of(ScheduledRequest r, ModelConfig config) {
+        static Item of(ScheduledRequest r, Layout layout) {
+            ModelConfig config = layout.config;
             var req = r.request();
-            String who = "request to model '" + config.name() + "'";
+            Tensor[] inputs = new Tensor[layout.dims.length];
+            int batchDims = config.batches() ? 1 : 0;
+            int keyLength = 0;
             for (Tensor t : req.inputs()) {
-                if (config.input(t.name()) == null) {
-                    throw BackplaneException.invalid(who + " has input '" + t.name() + "', which the model does not have; its inputs are "
+                Integer k = layout.inputIndex.get(t.name());
+                if (k == null) {
+                    throw BackplaneException.invalid(who(config) + " has input '" + t.name() + "', which the model does not have; its inputs are "
                             + config.inputs().stream().map(TensorConfig::name).toList());
                 }
+                inputs[k] = t;
+                keyLength += t.rank() - batchDims;
             }
-            Tensor[] inputs = new Tensor[config.inputs().size()];
-            List<Object> key = new ArrayList<>();
+            long[] key = new long[keyLength + inputs.length];
+            int at = 0;
             int rows = -1;
             String rowsFrom = "";
             for (int k = 0; k < inputs.length; k++) {
                 TensorConfig tc = config.inputs().get(k);
-                Tensor t = req.input(tc.name());
+                Tensor t = inputs[k];
                 if (t == null) {
                     if (!tc.optional()) {
-                        throw BackplaneException.invalid(who + " lacks input '" + tc.name() + "' (" + tc.dataType().protocolName() + ", dims "
-                                + dims(config, tc) + ")");
+                        throw BackplaneException.invalid(who(config) + " lacks input '" + tc.name() + "' (" + tc.dataType().protocolName()
+                                + ", dims " + dims(config, tc) + ")");
                     }
-                    key.add("absent");
+                    key[at++] = -2;
                     continue;
                 }
                 if (t.memoryType() == io.backplane.spi.MemoryType.GPU) {
-                    throw BackplaneException.invalid(who + ": input '" + t.name() + "' is in GPU memory; the cpu backend needs host memory");
+                    throw BackplaneException.invalid(who(config) + ": input '" + t.name() + "' is in GPU memory; the cpu backend needs host memory");
                 }
                 if (t.dataType() != tc.dataType()) {
-                    throw BackplaneException.invalid(who + ": input '" + t.name() + "' is " + t.dataType().protocolName()
+                    throw BackplaneException.invalid(who(config) + ": input '" + t.name() + "' is " + t.dataType().protocolName()
                             + " but the model expects " + tc.dataType().protocolName());
                 }
-                long[] shape = t.shape();
-                int batchDims = config.batches() ? 1 : 0;
-                if (shape.length != tc.dims().size() + batchDims) {
-                    throw BackplaneException.invalid(who + ": input '" + t.name() + "' has shape " + Arrays.toString(shape)
-                            + " but the model expects " + dims(config, tc) + " (rank " + (tc.dims().size() + batchDims) + ")");
+                long[] want = layout.dims[k];
+                if (t.rank() != want.length + batchDims) {
+                    throw BackplaneException.invalid(who(config) + ": input '" + t.name() + "' has shape " + Arrays.toString(t.shape())
+                            + " but the model expects " + dims(config, tc) + " (rank " + (want.length + batchDims) + ")");
                 }
-                for (int d = 0; d < tc.dims().size(); d++) {
-                    long want = tc.dims().get(d);
-                    if (want != -1 && shape[d + batchDims] != want) {
-                        throw BackplaneException.invalid(who + ": input '" + t.name() + "' has shape " + Arrays.toString(shape)
+                for (int d = 0; d < want.length; d++) {
+                    long got = t.dim(d + batchDims);
+                    if (want[d] != -1 && got != want[d]) {
+                        throw BackplaneException.invalid(who(config) + ": input '" + t.name() + "' has shape " + Arrays.toString(t.shape())
                                 + " but the model expects " + dims(config, tc));
                     }
+                    key[at++] = got;
                 }
-                if (config.batches()) {
-                    if (shape[0] < 1 || shape[0] > config.maxBatchSize()) {
-                        throw BackplaneException.invalid(who + ": input '" + t.name() + "' has batch dimension " + shape[0]
+                key[at++] = -1; // separator
+                if (batchDims == 1) {
+                    long n = t.dim(0);
+                    if (n < 1 || n > config.maxBatchSize()) {
+                        throw BackplaneException.invalid(who(config) + ": input '" + t.name() + "' has batch dimension " + n
                                 + "; it must be between 1 and max_batch_size " + config.maxBatchSize());
                     }
                     if (rows == -1) {
-                        rows = (int) shape[0];
+                        rows = (int) n;
                         rowsFrom = t.name();
-                    } else if (rows != shape[0]) {
-                        throw BackplaneException.invalid(who + ": input '" + t.name() + "' has batch dimension " + shape[0] + " but '"
+                    } else if (rows != n) {
+                        throw BackplaneException.invalid(who(config) + ": input '" + t.name() + "' has batch dimension " + n + " but '"
                                 + rowsFrom + "' has " + rows + "; all inputs of a request need the same batch size");
                     }
-                    key.add(Arrays.stream(shape, 1, shape.length).boxed().toList());
-                } else {
-                    key.add(Arrays.stream(shape).boxed().toList());
                 }
-                inputs[k] = t;
             }
-            Set<String> outputs = new LinkedHashSet<>();
+            Set<String> outputs;
             if (req.requestedOutputs().isEmpty()) {
-                config.outputs().forEach(o -> outputs.add(o.name()));
+                outputs = layout.allOutputs;
             } else {
+                outputs = new LinkedHashSet<>();
                 for (String name : req.requestedOutputs()) {
-                    if (config.output(name) == null) {
-                        throw BackplaneException.invalid(who + " asks for output '" + name + "', which the model does not have; its outputs are "
-                                + config.outputs().stream().map(TensorConfig::name).toList());
+                    if (!layout.allOutputs.contains(name)) {
+                        throw BackplaneException.invalid(who(config) + " asks for output '" + name + "', which the model does not have; its outputs are "
+                                + layout.allOutputs);
                     }
                     outputs.add(name);
                 }
             }
-            return new Item(r, inputs, Math.max(1, rows), List.copyOf(key), outputs);
+            return new Item(r, inputs, Math.max(1, rows), new ShapeKey(key), outputs);
+        }
+
+        private static String who(ModelConfig config) {
+            return "request to model '" + config.name() + "'";
         }
 
         private static String dims(ModelConfig config, TensorConfig tc) {
