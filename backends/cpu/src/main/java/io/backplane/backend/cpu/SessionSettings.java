@@ -41,6 +41,8 @@ record SessionSettings(int intraOpThreads, int interOpThreads, ExecutionMode exe
     static final String MEM_PATTERN = "enable_mem_pattern";
     static final String CONFIG_PREFIX = "session.";
     static final Set<String> KEYS = Set.of(INTRA_OP, INTER_OP, EXECUTION_MODE, OPTIMIZATION, MEM_ARENA, MEM_PATTERN);
+    /** Model parameters the host itself reads (e.g. which batcher to use); not session options. */
+    static final Set<String> HOST_KEYS = Set.of("batcher");
 
     SessionSettings {
         configEntries = Map.copyOf(configEntries);
@@ -66,6 +68,9 @@ record SessionSettings(int intraOpThreads, int interOpThreads, ExecutionMode exe
         for (Map.Entry<String, String> e : merged.entrySet()) {
             String key = e.getKey();
             String value = e.getValue().trim();
+            if (HOST_KEYS.contains(key)) {
+                continue;
+            }
             switch (key) {
                 case INTRA_OP -> intra = threads(model, key, value);
                 case INTER_OP -> inter = threads(model, key, value);
@@ -89,8 +94,7 @@ record SessionSettings(int intraOpThreads, int interOpThreads, ExecutionMode exe
                         entries.put(key, value);
                     } else {
                         throw BackplaneException.invalid("model '" + model + "': parameter '" + key + "' is not known to the cpu (onnxruntime) backend;"
-                                + " use one of " + new TreeMap<>(Map.of(INTRA_OP, "", INTER_OP, "", EXECUTION_MODE, "", OPTIMIZATION, "",
-                                        MEM_ARENA, "", MEM_PATTERN, "")).keySet()
+                                + " use one of " + new java.util.TreeSet<>(KEYS)
                                 + " or an ONNX Runtime session config key starting with 'session.'");
                     }
                 }

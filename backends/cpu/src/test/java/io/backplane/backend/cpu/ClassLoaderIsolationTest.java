@@ -49,18 +49,18 @@ class ClassLoaderIsolationTest {
         }
     }
 
-    static URLClassLoader pluginLoader(String name) throws Exception {
-        URL backendClasses = OnnxBackendFactory.class.getProtectionDomain().getCodeSource().getLocation();
-        URL ortJar = null;
+    static Path ortJar() {
         for (String entry : System.getProperty("java.class.path").split(File.pathSeparator)) {
             if (Path.of(entry).getFileName().toString().startsWith("onnxruntime-")) {
-                ortJar = Path.of(entry).toUri().toURL();
+                return Path.of(entry);
             }
         }
-        if (ortJar == null) {
-            throw new IllegalStateException("no onnxruntime jar on the test class path");
-        }
-        return new URLClassLoader(name, new URL[] {backendClasses, ortJar}, new SharedPackagesLoader());
+        throw new IllegalStateException("no onnxruntime jar on the test class path");
+    }
+
+    static URLClassLoader pluginLoader(String name) throws Exception {
+        URL backendClasses = OnnxBackendFactory.class.getProtectionDomain().getCodeSource().getLocation();
+        return new URLClassLoader(name, new URL[] {backendClasses, ortJar().toUri().toURL()}, new SharedPackagesLoader());
     }
 
     private static <T> T withContextLoader(ClassLoader loader, java.util.concurrent.Callable<T> call) throws Exception {
