@@ -174,6 +174,9 @@ final class CudaBackend implements Backend {
 
     /** One reference less; the last one frees the device's memory and releases its context. */
     synchronized void releaseDevice(DeviceContext d) {
+        if (d.isClosed()) {
+            return; // the backend closed it already
+        }
         if (d.removeReference()) {
             devices.remove(d.ordinal());
             d.close();

@@ -112,13 +112,28 @@ final class CudaInstance implements ModelInstance {
         }
         try (DeviceContext.Scope _ = device.enter()) {
             run(live);
-        } catch (CudaException e) {
-            if (e.isSticky()) {
-                device.markFaulted(e);
+        } catch (BackplaneException e) {
+            if (e.code() == ErrorCode.RESOURCE_EXHAUSTED) {
+                releaseBuffers(); // a batch too big for the memory left must not keep half its buffers
+            }
+            if (!(e instanceof CudaException c)) {
+                throw e;
+            }
+            if (c.isSticky()) {
+                device.markFaulted(c);
             } else {
                 drain();
             }
-            throw new BackplaneException(e.code(), owner + " on GPU " + device.ordinal() + ": " + e.getMessage(), e);
+            throw new BackplaneException(c.code(), owner + " on GPU " + device.ordinal() + ": " + c.getMessage(), c);
+        }
+    }
+
+    private void releaseBuffers() {
+        buffers.values().forEach(DeviceMemoryPool.DeviceBuffer::close);
+        buffers.clear();
+        if (staging != null) {
+            staging.close();
+            staging = null;
         }
     }
 
@@ -338,7 +353,7 @@ final class CudaInstance implements ModelInstance {
             return;
         }
         try {
-            if (module.generation() == device.generation() && device.fault() == null) {
+            if (module.generation() == device.generation() && device.fault() == null && !device.isClosed()) {
                 try (DeviceContext.Scope _ = device.enter()) {
                     driver.streamSynchronize(stream);
                     driver.streamDestroy(stream);
@@ -347,12 +362,7 @@ final class CudaInstance implements ModelInstance {
                 }
             }
         } finally {
-            buffers.values().forEach(DeviceMemoryPool.DeviceBuffer::close);
-            buffers.clear();
-            if (staging != null) {
-                staging.close();
-                staging = null;
-            }
+            releaseBuffers();
             device.unregister(this);
         }
     }

@@ -116,7 +116,7 @@ final class CudaModel implements Model {
         closed = true;
         for (DeviceModule m : modules.values()) {
             DeviceContext d = m.device();
-            if (m.generation() == d.generation() && d.fault() == null) {
+            if (m.generation() == d.generation() && d.fault() == null && !d.isClosed()) {
                 try (DeviceContext.Scope _ = d.enter()) {
                     d.driver().moduleUnload(m.module());
                 } catch (CudaException e) {

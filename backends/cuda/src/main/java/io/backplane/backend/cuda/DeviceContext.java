@@ -35,6 +35,7 @@ final class DeviceContext {
     private volatile int generation;
     private volatile @Nullable CudaException fault;
     private int references; // guarded by the backend's lock
+    private volatile boolean closed;
 
     /** A scope in which this device's context is current; closing pops it. */
     interface Scope extends AutoCloseable {
@@ -94,6 +95,9 @@ final class DeviceContext {
 
     /** Pushes the context on the calling thread; the scope pops it. */
     Scope enter() {
+        if (closed) {
+            throw BackplaneException.unavailable("GPU " + ordinal + ": the cuda backend released this device (backend closed)");
+        }
         driver.contextPush(context);
         return () -> driver.contextPop();
     }
@@ -154,12 +158,21 @@ final class DeviceContext {
         LOG.warn("GPU {} ({}): primary context reset after {}, generation {}", ordinal, name, f.resultName(), generation);
     }
 
-    /** Frees whatever is left and releases the primary context. Called once, by the backend, at the last reference. */
-    void close() {
+    /** Whether {@link #close} ran: the context is released and nothing may use it. */
+    boolean isClosed() {
+        return closed;
+    }
+
+    /** Frees whatever is left and releases the primary context. Idempotent; called by the backend at the last reference or at its close. */
+    synchronized void close() {
+        if (closed) {
+            return;
+        }
         if (!instances.isEmpty()) {
             LOG.warn("GPU {}: closing with {} instance(s) still open", ordinal, instances.size());
         }
         pool.closeAll();
+        closed = true;
         try {
             driver.primaryContextRelease(device);
         } catch (CudaException e) {

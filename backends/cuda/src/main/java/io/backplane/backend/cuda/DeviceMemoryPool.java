@@ -125,8 +125,8 @@ final class DeviceMemoryPool {
         frees.incrementAndGet();
         boolean pinned = b instanceof PinnedBuffer;
         (pinned ? pinnedBytes : deviceBytes).addAndGet(-b.size);
-        if (b.dead || b.generation != device.generation()) {
-            return; // the context reset destroyed it already
+        if (b.dead || b.generation != device.generation() || device.fault() != null || device.isClosed()) {
+            return; // the context reset destroyed it already, or will (a faulted context fails every call)
         }
         try (DeviceContext.Scope _ = device.enter()) {
             if (b instanceof PinnedBuffer p) {
