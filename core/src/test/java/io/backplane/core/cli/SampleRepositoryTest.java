@@ -73,9 +73,11 @@ class SampleRepositoryTest {
             throw new AssertionError("serve did not start: " + err + " exit=" + exit.getNow(null), e);
         }
         try {
+            // other samples (e.g. saxpy_cuda) need backends this test does not install: they are reported, not fatal
             List<ModelStatus> index = server.host().repositoryIndex();
-            assertEquals(List.of("add_sub", "repeat_decoupled"), index.stream().map(ModelStatus::name).sorted().toList(), index.toString());
-            assertTrue(index.stream().allMatch(s -> s.state() == ModelState.READY), index.toString());
+            for (String m : List.of("add_sub", "repeat_decoupled")) {
+                assertTrue(index.stream().anyMatch(s -> s.name().equals(m) && s.state() == ModelState.READY), m + " not ready: " + index);
+            }
             assertEquals(Map.of("shm-default-byte-size", "1048576"), python.options, "--backend-config reaches the backend");
 
             ModelMetadata md = server.host().metadata("add_sub", InferenceRequest.LATEST);
