@@ -9,7 +9,12 @@ import ch.qos.logback.classic.Level;
 import ch.qos.logback.classic.Logger;
 import ch.qos.logback.classic.spi.ILoggingEvent;
 import ch.qos.logback.core.read.ListAppender;
+import io.backplane.core.BackplaneHost;
 import io.backplane.core.testing.Hygiene;
+import io.backplane.core.testing.ScriptedBackend;
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.ErrorCode;
+import io.backplane.spi.host.ResponseObserver;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.file.Files;
@@ -17,8 +22,10 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.UnaryOperator;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -64,9 +71,13 @@ class ServeCommandTest {
     }
 
     private Run serve(String... args) {
+        return serve(b -> b, args);
+    }
+
+    private Run serve(UnaryOperator<BackplaneHost.Builder> customize, String... args) {
         CompletableFuture<Server> started = new CompletableFuture<>();
         CompletableFuture<Integer> exit = new CompletableFuture<>();
-        CommandLine cl = Main.commandLine(dir, null, started::complete);
+        CommandLine cl = Main.commandLine(dir, null, customize, started::complete);
         cl.setErr(new PrintWriter(err, true));
         String[] all = new String[args.length + 1];
         all[0] = "serve";
@@ -158,5 +169,64 @@ class ServeCommandTest {
         assertEquals(0, run.exit().get(60, TimeUnit.SECONDS));
         run.thread().join(TimeUnit.SECONDS.toMillis(30));
         assertTrue(fake("http").closed && fake("grpc").closed);
+    }
+
+    /**
+     * What the SIGTERM hook does, with requests in flight: the frontends close first, then the
+     * host drains — a request that finishes within --exit-timeout-secs succeeds, one whose model
+     * never ends it is failed (UNAVAILABLE) at the deadline — and nothing is left running (L7, L10).
+     */
+    @Test
+    void shutdown_withRequestsInFlight_drainsWhatFinishes_failsWhatDoesNotWithinExitTimeout() throws Exception {
+        CountDownLatch slowRunning = new CountDownLatch(1);
+        CountDownLatch stuckRunning = new CountDownLatch(1);
+        CountDownLatch closing = new CountDownLatch(1);
+        ScriptedBackend backend = new ScriptedBackend().on("slow", (batch, instance) -> {
+            slowRunning.countDown();
+            closing.await(30, TimeUnit.SECONDS); // still executing when shutdown starts
+            for (var r : batch) {
+                r.sender().sendFinal(ScriptedBackend.echo(r));
+            }
+        }).on("stuck", (batch, instance) -> stuckRunning.countDown()); // decoupled: holds its senders, never sends FINAL
+        Run run = serve(b -> b.backend(backend).model(ScriptedBackend.model("slow", false)).model(ScriptedBackend.model("stuck", true)),
+                "--model-repository", "repo", "--http-port", "0", "--grpc-port", "-1", "--exit-timeout-secs", "1");
+        Server server = run.started().get(60, TimeUnit.SECONDS);
+        CompletableFuture<io.backplane.spi.InferenceResponse> slow = server.host().infer(ScriptedBackend.request("slow", 42));
+        CompletableFuture<BackplaneException> stuck = new CompletableFuture<>();
+        server.host().stream(ScriptedBackend.request("stuck", 7), new ResponseObserver() {
+            @Override
+            public void onResponse(io.backplane.spi.InferenceResponse response) {
+                stuck.completeExceptionally(new AssertionError("stuck model answered"));
+            }
+
+            @Override
+            public void onComplete() {
+                stuck.completeExceptionally(new AssertionError("stuck model completed"));
+            }
+
+            @Override
+            public void onError(BackplaneException error) {
+                stuck.complete(error);
+            }
+        });
+        assertTrue(slowRunning.await(30, TimeUnit.SECONDS) && stuckRunning.await(30, TimeUnit.SECONDS));
+
+        Thread closer = Thread.ofPlatform().start(server::close);
+        // the frontend closes before the host stops admitting and draining
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (!fake("http").closed && System.nanoTime() < end) {
+            Thread.sleep(5);
+        }
+        assertTrue(fake("http").closed && fake("http").hostLiveAtClose);
+        closing.countDown();
+
+        assertEquals(42L, ScriptedBackend.tagOf(slow.get(30, TimeUnit.SECONDS)), "in-flight request drained");
+        assertEquals(ErrorCode.UNAVAILABLE, stuck.get(30, TimeUnit.SECONDS).code(), "request still open at the deadline is failed");
+        closer.join(TimeUnit.SECONDS.toMillis(30));
+        assertEquals(0, run.exit().get(60, TimeUnit.SECONDS), err.toString());
+        run.thread().join(TimeUnit.SECONDS.toMillis(30));
+        assertEquals(0, server.host().openRequests());
+        assertEquals(backend.instancesCreated.get(), backend.instancesClosed.get(), "every instance finalized");
+        assertEquals(backend.backendsCreated.get(), backend.backendsClosed.get(), "backend closed");
     }
 }
