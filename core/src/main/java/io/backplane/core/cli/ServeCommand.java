@@ -46,7 +46,7 @@ final class ServeCommand implements Callable<Integer> {
     @Spec
     private CommandSpec spec;
 
-    @Option(names = "--model-repository", paramLabel = "<dir>", description = "A model repository in Triton's layout; repeatable.")
+    @Option(names = {"--model-repository", "--model-store"}, paramLabel = "<dir>", description = "A model repository in Triton's layout; repeatable (--model-store: Triton's older name).")
     List<Path> modelRepositories = new ArrayList<>();
 
     @Option(names = "--model-control-mode", paramLabel = "none|explicit|poll",
