@@ -370,6 +370,14 @@ public final class ModelVersion implements ModelContext {
      * the deadline plus the bounded close steps.
      */
     public void unload(Duration timeout) {
+        unload(timeout, false);
+    }
+
+    /**
+     * Unloads; with {@code drainQueued} (a reload whose new version already serves), queued
+     * requests still run on this version until the deadline instead of failing at once.
+     */
+    public void unload(Duration timeout, boolean drainQueued) {
         ModelState s = state.get();
         if (s != ModelState.READY || !state.compareAndSet(ModelState.READY, ModelState.UNLOADING)) {
             return;
@@ -378,30 +386,13 @@ public final class ModelVersion implements ModelContext {
         log.info("unloading model '{}' version {} ({} open request(s))", name, version, open.size());
         BackplaneException queuedError = BackplaneException.unavailable("model '" + name + "' version " + version
                 + " is unloading; the request was still queued");
-        try {
-            for (ScheduledRequest q : batcher().drain()) {
-                if (q instanceof RequestState r && r.model() == this && r.tryWithdraw()) {
-                    r.terminate(queuedError, Outcome.OTHER, "unload-queued");
-                }
-            }
-        } catch (Throwable t) {
-            log.warn("the batcher of model '{}' failed to drain", name, t);
+        if (!drainQueued) {
+            failQueued(queuedError);
         }
-        for (RequestState r : open.values()) {
-            if (r.phase() == RequestState.QUEUED && r.tryWithdraw()) {
-                r.terminate(queuedError, Outcome.OTHER, "unload-queued");
-            }
-        }
-        synchronized (drained) {
-            long left;
-            while (!open.isEmpty() && (left = deadline - System.nanoTime()) > 0) {
-                try {
-                    TimeUnit.NANOSECONDS.timedWait(drained, left);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    break;
-                }
-            }
+        awaitDrained(deadline);
+        if (drainQueued) {
+            failQueued(queuedError);
+            awaitDrained(deadline);
         }
         if (!open.isEmpty()) {
             List<Long> pinned = open.keySet().stream().sorted().toList();
@@ -432,6 +423,37 @@ public final class ModelVersion implements ModelContext {
         state.set(ModelState.UNAVAILABLE);
         unavailableReason = "unloaded";
         log.info("unloaded model '{}' version {}", name, version);
+    }
+
+    private void failQueued(BackplaneException queuedError) {
+        try {
+            for (ScheduledRequest q : batcher().drain()) {
+                if (q instanceof RequestState r && r.model() == this && r.tryWithdraw()) {
+                    r.terminate(queuedError, Outcome.OTHER, "unload-queued");
+                }
+            }
+        } catch (Throwable t) {
+            log.warn("the batcher of model '{}' failed to drain", name, t);
+        }
+        for (RequestState r : open.values()) {
+            if (r.phase() == RequestState.QUEUED && r.tryWithdraw()) {
+                r.terminate(queuedError, Outcome.OTHER, "unload-queued");
+            }
+        }
+    }
+
+    private void awaitDrained(long deadline) {
+        synchronized (drained) {
+            long left;
+            while (!open.isEmpty() && (left = deadline - System.nanoTime()) > 0) {
+                try {
+                    TimeUnit.NANOSECONDS.timedWait(drained, left);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    break;
+                }
+            }
+        }
     }
 
     @Override
