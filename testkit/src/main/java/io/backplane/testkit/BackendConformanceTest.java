@@ -106,7 +106,10 @@ public abstract class BackendConformanceTest {
         return 8;
     }
 
-    /** Adds host settings, e.g. {@code builder.backendOption("mybackend", "key", "value")}. */
+    /**
+     * Adds host settings, e.g. {@code builder.backendOption("mybackend", "key", "value")}. The kit
+     * sets its own models, backend, batcher and unload deadline, and runs without caller-runs.
+     */
     protected void configureHost(BackplaneHost.Builder builder) {
     }
 
@@ -695,6 +698,7 @@ public abstract class BackendConformanceTest {
         }
         load.forEach(b::loadModel);
         configureHost(b);
+        b.callerRuns(false); // the kit holds batches at the door of execute (Gate): that needs the core's worker threads
         try {
             host = b.build();
         } catch (BackplaneException e) {
