@@ -2,6 +2,8 @@ package io.backplane.testkit;
 
 import static java.util.Objects.requireNonNull;
 
+import io.backplane.core.config.ModelConfigParser;
+import io.backplane.core.config.VersionFolders;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.config.ModelConfig;
 import java.io.IOException;
@@ -10,6 +12,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.function.LongFunction;
 import java.util.stream.Stream;
@@ -47,6 +50,32 @@ public final class ConformanceModel {
 
     public static Builder builder(ModelConfig config) {
         return new Builder(config);
+    }
+
+    /**
+     * A model of a Triton-layout repository: its {@code config.pbtxt} (parsed and checked as the
+     * host does), the files of its highest version folder, and the other files of its model
+     * folder. Add {@link Builder#request} and {@link Builder#check} before building.
+     *
+     * @throws io.backplane.spi.BackplaneException when the folder or its config is not valid
+     */
+    public static Builder fromRepository(Path repository, String model) {
+        Path dir = repository.resolve(model);
+        Builder b = new Builder(ModelConfigParser.parseModelDirectory(dir));
+        List<Long> versions = VersionFolders.scan(dir).versions();
+        if (!versions.isEmpty()) {
+            b.versionFilesFrom(dir.resolve(Long.toString(versions.getLast())));
+        }
+        try (Stream<Path> s = Files.list(dir)) {
+            for (Path f : s.filter(Files::isRegularFile).sorted().toList()) {
+                if (!f.getFileName().toString().equals(ModelConfigParser.CONFIG_FILE)) {
+                    b.modelFile(f.getFileName().toString(), Files.readAllBytes(f));
+                }
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot read model folder " + dir, e);
+        }
+        return b;
     }
 
     public ModelConfig config() {
