@@ -126,6 +126,13 @@ final class BrokenBackends {
         }
     }
 
+    static class LoadsOneAtATime extends Broken {
+        @Override
+        Set<Fault> faults() {
+            return EnumSet.of(Fault.LOAD_NOT_CONCURRENT);
+        }
+    }
+
     static class LeaksThread extends Broken {
         @Override
         Set<Fault> faults() {

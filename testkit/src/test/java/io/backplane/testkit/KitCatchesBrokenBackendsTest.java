@@ -123,6 +123,13 @@ class KitCatchesBrokenBackendsTest {
     }
 
     @Test
+    void cannotLoadConcurrently_failsL9() {
+        String m = failure(BrokenBackends.LoadsOneAtATime.class, "concurrentModelLoads_eachModelServes");
+        assertStartsWith("[L9 reload] loading model 'echo_kit", m);
+        assertTrue(m.contains("concurrently with other models failed") && m.contains("already loading"), m);
+    }
+
+    @Test
     void leavesAThreadRunning_failsL10_namingTheThread() {
         String m = failure(BrokenBackends.LeaksThread.class, "requests_areEachAnsweredExactlyOnce_withTheirOwnResponse");
         assertStartsWith("[L10 shutdown] thread(s) still alive 5 s after the host closed: [toy-leaky]", m);

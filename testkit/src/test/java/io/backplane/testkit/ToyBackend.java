@@ -56,6 +56,8 @@ final class ToyBackend implements BackendFactory {
         FAIL_WHOLE_BATCH,
         /** Refuses to load a model whose previous Model is still open (L9). */
         RELOAD_FAILS,
+        /** loadModel is not safe to run concurrently: it fails when another load is in progress (L9). */
+        LOAD_NOT_CONCURRENT,
         /** Starts a thread in create() and never stops it (L10). */
         LEAK_THREAD,
         /** Ignores isCancelled() although CANCELLATION is declared (B6). */
@@ -77,6 +79,7 @@ final class ToyBackend implements BackendFactory {
     private final AtomicLong lastPayload = new AtomicLong(-1);
     private final Set<String> openModels = ConcurrentHashMap.newKeySet();
     private final AtomicBoolean poisoned = new AtomicBoolean();
+    private final java.util.concurrent.atomic.AtomicInteger loading = new java.util.concurrent.atomic.AtomicInteger();
 
     ToyBackend(Set<Fault> faults) {
         this.faults = faults.isEmpty() ? EnumSet.noneOf(Fault.class) : EnumSet.copyOf(faults);
@@ -135,7 +138,17 @@ final class ToyBackend implements BackendFactory {
         }
         return new Backend() {
             @Override
-            public Model loadModel(ModelContext ctx) {
+            public Model loadModel(ModelContext ctx) throws InterruptedException {
+                if (faults.contains(Fault.LOAD_NOT_CONCURRENT)) {
+                    try {
+                        if (loading.incrementAndGet() > 1) {
+                            throw new IllegalStateException("toy is already loading a model");
+                        }
+                        Thread.sleep(300); // a slow load: the kit's concurrent loads overlap it
+                    } finally {
+                        loading.decrementAndGet();
+                    }
+                }
                 ModelConfig c = ctx.config();
                 if (!faults.contains(Fault.ACCEPT_EVERYTHING) && c.instanceGroups().stream().anyMatch(g -> g.kind() == InstanceKind.GPU)) {
                     throw new BackplaneException(ErrorCode.UNSUPPORTED, "toy runs on CPU only; model '" + ctx.name() + "' asks for KIND_GPU");
