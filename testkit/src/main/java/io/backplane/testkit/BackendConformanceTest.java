@@ -72,6 +72,7 @@ public abstract class BackendConformanceTest {
     private Set<Capability> caps = Set.of();
     private String backendName = "";
     private int reported;
+    private int gateBatch = 1;
     private final List<String> kitViolations = new CopyOnWriteArrayList<>();
     private final AtomicLong tags = new AtomicLong();
 
@@ -690,7 +691,7 @@ public abstract class BackendConformanceTest {
         Probe p = new Probe(conformance, names);
         p.gate(gate);
         probe = p;
-        BackplaneHost.Builder b = BackplaneHost.builder().backend(p.wrap(backend())).batcher(new GateBatcher.Factory())
+        BackplaneHost.Builder b = BackplaneHost.builder().backend(p.wrap(backend())).batcher(new GateBatcher.Factory(gateBatch))
                 .modelControlMode(ModelControlMode.EXPLICIT).unloadTimeout(unloadTimeout())
                 .restartBackoff(Duration.ofMillis(10), Duration.ofMillis(200));
         for (ModelConfig m : configs) {
@@ -773,8 +774,10 @@ public abstract class BackendConformanceTest {
         return b.build();
     }
 
-    private static ModelConfig withGateBatcher(ModelConfig c, int requests) {
-        return c.toBuilder().dynamicBatching(null).parameter("batcher", GateBatcher.NAME).parameter(GateBatcher.TARGET, Integer.toString(requests)).build();
+    /** The model batched by the kit's own batcher, which releases {@code requests} queued requests as one batch. */
+    private ModelConfig withGateBatcher(ModelConfig c, int requests) {
+        gateBatch = requests;
+        return c.toBuilder().dynamicBatching(null).parameter("batcher", GateBatcher.NAME).build();
     }
 
     private static boolean usesGpu(ModelConfig c) {

@@ -108,7 +108,7 @@ public final class ConformanceModel {
 
     /** Builds a {@link ConformanceModel}; not thread-safe. */
     public static final class Builder {
-        private final ModelConfig config;
+        private ModelConfig config;
         private final Map<String, byte[]> versionFiles = new LinkedHashMap<>();
         private final Map<String, byte[]> modelFiles = new LinkedHashMap<>();
         private @Nullable LongFunction<InferenceRequest> request;
@@ -117,6 +117,12 @@ public final class ConformanceModel {
 
         private Builder(ModelConfig config) {
             this.config = requireNonNull(config, "config is null");
+        }
+
+        /** Replaces the config, e.g. {@code c -> c.toBuilder().dynamicBatching(null).build()} after {@link #fromRepository}. */
+        public Builder mapConfig(java.util.function.UnaryOperator<ModelConfig> change) {
+            this.config = requireNonNull(change.apply(config), "mapConfig returned null");
+            return this;
         }
 
         /** A file of the version folder, e.g. {@code model.py} or {@code model.onnx}. */

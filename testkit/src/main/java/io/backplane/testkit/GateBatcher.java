@@ -18,9 +18,15 @@ import java.util.concurrent.locks.ReentrantLock;
  */
 final class GateBatcher implements Batcher {
     static final String NAME = "testkit-gate";
-    static final String TARGET = "testkit.batch.requests";
 
+    /** One per host; the batch size is the factory's, so the model config carries only {@code batcher}. */
     static final class Factory implements BatcherFactory {
+        private final int target;
+
+        Factory(int target) {
+            this.target = target;
+        }
+
         @Override
         public String name() {
             return NAME;
@@ -28,7 +34,7 @@ final class GateBatcher implements Batcher {
 
         @Override
         public Batcher create(BatcherContext context) {
-            return new GateBatcher(Integer.parseInt(context.config().parameters().getOrDefault(TARGET, "1")));
+            return new GateBatcher(target);
         }
     }
 
