@@ -111,6 +111,17 @@ class HostEndToEndTest {
     }
 
     @Test
+    void host_noConfigAtAll_backendInferredAndTensorsFilled() throws Exception {
+        Path repo = repository(temp, "add_sub");
+        Files.delete(repo.resolve("add_sub/config.pbtxt"));
+        try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).loadModel("add_sub").build()) {
+            ModelMetadata md = host.metadata("add_sub");
+            assertEquals(List.of(-1L, 4L), md.inputs().getFirst().shape(), "max_batch_size 0: the model's own shape");
+            assertEquals(4f, infer(host, addSub(3)).output("OUTPUT0").toFloatArray()[0]);
+        }
+    }
+
+    @Test
     void host_notOnnxModel_failsItsLoadAndOthersKeepServing() throws Exception {
         Path repo = repository(temp, "add_sub", "not_onnx");
         try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).loadModel("add_sub").build()) {
