@@ -215,8 +215,9 @@ final class OnnxInstance implements ModelInstance {
             return OnnxTensor.createTensor(Ort.environment(), strings.toArray(String[]::new), shape);
         }
         ByteBuffer buffer;
-        if (group.size() == 1 && first.data().isNative()) {
-            buffer = first.data().asByteBuffer(); // in place: the request owns it until it is answered
+        MemorySegment only = first.data();
+        if (group.size() == 1 && only.isNative() && only.address() % input.dataType().byteSize() == 0) {
+            buffer = only.asByteBuffer(); // in place: the request owns it until it is answered
         } else {
             long total = 0;
             for (Item item : group) {
