@@ -134,6 +134,18 @@ final class OnnxInstance implements ModelInstance {
         if (failure == null) {
             return;
         }
+        boolean closing;
+        synchronized (lock) {
+            closing = closeRequested;
+        }
+        if (closing) {
+            // close() set ORT's terminate flag: the run was stopped on purpose, not by these requests
+            BackplaneException error = BackplaneException.unavailable(where + " was closed while this request ran");
+            for (Item item : group) {
+                end(item.request, InferenceResponse.error(error));
+            }
+            return;
+        }
         if (group.size() > 1 && failure instanceof OrtException) {
             LOG.debug("{}: a batch of {} requests failed in ONNX Runtime; running each alone", where, group.size(), failure);
             for (Item item : group) {

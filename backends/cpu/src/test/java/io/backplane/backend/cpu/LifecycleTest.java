@@ -9,6 +9,7 @@ import io.backplane.spi.Backend;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
+import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.Tensor;
 import java.io.IOException;
@@ -124,6 +125,7 @@ class LifecycleTest {
             CountDownLatch started = new CountDownLatch(1);
             AtomicReference<Throwable> ended = new AtomicReference<>();
             AtomicInteger runs = new AtomicInteger();
+            AtomicReference<BackplaneException> terminated = new AtomicReference<>();
             Thread worker = Thread.ofPlatform().name("execute-" + round).start(() -> {
                 try {
                     while (true) {
@@ -131,6 +133,10 @@ class LifecycleTest {
                         batch.add(Fakes.Request.of(mlpRequest(32)));
                         started.countDown();
                         m.instance.execute(batch);
+                        InferenceResponse r = ((Fakes.Request) batch.getFirst()).response(); // exactly one answer, always
+                        if (r.isError()) {
+                            terminated.set(r.error());
+                        }
                         runs.incrementAndGet();
                     }
                 } catch (Throwable t) {
@@ -146,6 +152,9 @@ class LifecycleTest {
                 throw ended.get();
             });
             assertEquals(ErrorCode.UNAVAILABLE, e.code());
+            if (terminated.get() != null) { // the run in flight was stopped by close: that request says so
+                assertEquals(ErrorCode.UNAVAILABLE, terminated.get().code(), terminated.get().getMessage());
+            }
             m.model.close();
             assertEquals(0, OnnxModel.openSessions(), "round " + round);
         }
