@@ -50,7 +50,6 @@ import org.slf4j.LoggerFactory;
 final class OnnxInstance implements ModelInstance {
     private static final Logger LOG = LoggerFactory.getLogger(OnnxInstance.class);
 
-    private final OnnxModel model;
     private final ModelConfig config;
     private final Layout layout;
     private final String where;
@@ -62,8 +61,7 @@ final class OnnxInstance implements ModelInstance {
     private boolean released;
 
     OnnxInstance(OnnxModel model, String where, OrtSession session) throws OrtException {
-        this.model = requireNonNull(model, "model is null");
-        this.config = model.config();
+        this.config = requireNonNull(model, "model is null").config();
         this.layout = new Layout(config);
         this.where = requireNonNull(where, "where is null");
         this.session = requireNonNull(session, "session is null");
