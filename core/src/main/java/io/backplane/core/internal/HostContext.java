@@ -27,6 +27,7 @@ public final class HostContext {
     private final Duration unloadTimeout;
     private final Duration restartBackoffMin;
     private final Duration restartBackoffMax;
+    private volatile boolean callerRuns;
 
     public HostContext(Ticker ticker, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax, List<HostListener> initial) {
         this.ticker = requireNonNull(ticker, "ticker is null");
@@ -52,6 +53,15 @@ public final class HostContext {
 
     public void addListener(HostListener l) {
         listeners.add(requireNonNull(l, "listener is null"));
+    }
+
+    /** Whether models without batching may execute on the caller's thread when an instance is idle. */
+    public boolean callerRuns() {
+        return callerRuns;
+    }
+
+    public void callerRuns(boolean on) {
+        callerRuns = on;
     }
 
     public Duration unloadTimeout() {

@@ -43,6 +43,8 @@ final class InstanceSlot {
     private volatile @Nullable ModelInstance instance;
     private volatile List<RequestState> executing = List.of();
     private volatile boolean running = true;
+    /** Held by whoever executes on this instance: the worker, or a caller running inline (caller-runs). */
+    private final java.util.concurrent.atomic.AtomicBoolean busy = new java.util.concurrent.atomic.AtomicBoolean();
     private volatile @Nullable Thread worker;
     private @Nullable Model model;
 
@@ -148,7 +150,43 @@ final class InstanceSlot {
                 }
                 continue;
             }
-            execute(i, batch);
+            claim();
+            try {
+                execute(i, batch);
+            } finally {
+                busy.set(false);
+            }
+        }
+    }
+
+    /** The worker waits for a caller running inline to finish (rare: only with caller-runs). */
+    private void claim() {
+        while (!busy.compareAndSet(false, true)) {
+            java.util.concurrent.locks.LockSupport.parkNanos(20_000);
+        }
+    }
+
+    /**
+     * Caller-runs: executes {@code r} on the calling thread when this instance is idle and ready.
+     * Returns false (and does nothing) when it is not.
+     */
+    boolean tryRunInline(RequestState r) {
+        if (!busy.compareAndSet(false, true)) {
+            return false;
+        }
+        try {
+            ModelInstance i = instance;
+            if (i == null || needsRestart() || !running) {
+                return false;
+            }
+            if (!r.tryDispatch(owner.host().ticker().nanoTime())) {
+                return true; // cancelled meanwhile: it has ended
+            }
+            owner.host().listener().batchExecuted(owner.name(), owner.version(), 1, r.batchSize());
+            execute(i, List.of(r));
+            return true;
+        } finally {
+            busy.set(false);
         }
     }
 

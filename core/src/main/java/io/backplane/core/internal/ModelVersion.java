@@ -65,6 +65,8 @@ public final class ModelVersion implements ModelContext {
     private @Nullable Model model;
     private @Nullable Batcher batcher;
     private volatile String unavailableReason = "";
+    /** Execute on the caller's thread when an instance is idle (host option, none batcher only). */
+    private boolean callerRuns;
 
     private ModelVersion(String name, long version, ModelConfig config, Path modelDirectory, BackendContext backendContext, HostContext host) {
         this.name = requireNonNull(name, "name is null");
@@ -112,6 +114,7 @@ public final class ModelVersion implements ModelContext {
             v.abortLoad(t);
             throw BackplaneException.wrap(t, "model '" + name + "' version " + version + " failed to load");
         }
+        v.callerRuns = host.callerRuns() && batcherFactory.name().equals("none");
         v.state.set(ModelState.READY);
         log.info("loaded model '{}' version {} ({} instance(s), backend '{}', batcher '{}')", name, version, v.instances.size(),
                 backendContext.backendName(), batcherFactory.name());
@@ -255,6 +258,13 @@ public final class ModelVersion implements ModelContext {
                     + (state.get() == ModelState.UNLOADING ? "unloading" : "not available") + "; retry once it is loaded");
         }
         host.listener().requestAccepted(name, version);
+        if (callerRuns && requireNonNull(batcher, "batcher").queued() == 0) {
+            for (InstanceSlot slot : instances) {
+                if (slot.tryRunInline(r)) {
+                    return r;
+                }
+            }
+        }
         try {
             requireNonNull(batcher, "batcher").enqueue(r);
         } catch (Throwable t) {

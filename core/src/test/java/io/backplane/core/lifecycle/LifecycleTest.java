@@ -80,6 +80,7 @@ class LifecycleTest {
     @Test
     void sendAfterFinal_throwsNamingRequest_andClientSeesOneResponse_L2() throws Exception {
         AtomicReference<Throwable> second = new AtomicReference<>();
+        CountDownLatch tried = new CountDownLatch(1);
         backend.on("m", (batch, inst) -> {
             ScheduledRequest r = batch.getFirst();
             r.sender().sendFinal(ScriptedBackend.echo(r));
@@ -87,10 +88,13 @@ class LifecycleTest {
                 r.sender().sendFinal(ScriptedBackend.echo(r));
             } catch (IllegalStateException e) {
                 second.set(e);
+            } finally {
+                tried.countDown();
             }
         });
         start(false);
         assertEquals(7, tagOf(host.infer(request("m", 7)).get(5, TimeUnit.SECONDS)));
+        assertTrue(tried.await(5, TimeUnit.SECONDS));
         assertInstanceOf(IllegalStateException.class, second.get());
         assertTrue(second.get().getMessage().contains("request #") && second.get().getMessage().contains("is closed"), second.get().getMessage());
     }
@@ -130,6 +134,7 @@ class LifecycleTest {
     @Test
     void decoupled_doubleFinal_secondThrows_observerSeesOneTerminal_L2() throws Exception {
         AtomicReference<Throwable> thrown = new AtomicReference<>();
+        CountDownLatch tried = new CountDownLatch(1);
         backend.on("m", (batch, inst) -> {
             ResponseSender s = batch.getFirst().sender();
             s.send(ScriptedBackend.echo(batch.getFirst()), 0);
@@ -138,12 +143,15 @@ class LifecycleTest {
                 s.send(null, ResponseSender.FINAL);
             } catch (IllegalStateException e) {
                 thrown.set(e);
+            } finally {
+                tried.countDown();
             }
         });
         start(true);
         Recorder rec = new Recorder();
         host.stream(request("m", 3), rec);
         rec.await();
+        assertTrue(tried.await(5, TimeUnit.SECONDS));
         assertEquals(1, rec.responses.size());
         assertEquals(1, rec.terminals.get());
         assertInstanceOf(IllegalStateException.class, thrown.get());
