@@ -159,6 +159,7 @@ class BatcherConcurrencyTest {
         volatile @Nullable InferenceResponse response;
         volatile @Nullable BackplaneException error;
         volatile boolean cancelAsked;
+        volatile long id;
 
         Call(long tag, int batch) {
             this.tag = tag;
@@ -428,5 +429,94 @@ class BatcherConcurrencyTest {
         release.countDown();
         assertEquals(1, tagOf(f.get(5, TimeUnit.SECONDS)));
         assertEquals(2, tagOf(other.get(5, TimeUnit.SECONDS)));
+    }
+
+    /** Scenario 28 / L7: unload racing submits: every accepted request ends exactly once; nobody waits; afterwards nothing is open. */
+    @Test
+    void unloadRacingSubmits_everyRequestEndsOnce() throws Exception {
+        Checker checker = new Checker(8, false, 1000);
+        backend.on("m", checker);
+        host = BatchFixture.host(backend).batcher(checker.order).model(model("m", 8, dynamic(500), 2).build()).loadModel("m").build();
+        ConcurrentLinkedQueue<Call> all = new ConcurrentLinkedQueue<>();
+        AtomicLong tags = new AtomicLong();
+        java.util.concurrent.atomic.AtomicBoolean unloaded = new java.util.concurrent.atomic.AtomicBoolean();
+        try (ExecutorService pool = Executors.newVirtualThreadPerTaskExecutor()) {
+            List<Future<?>> fs = new ArrayList<>();
+            for (int c = 0; c < 32; c++) {
+                fs.add(pool.submit(() -> {
+                    int after = 0;
+                    while (after < 20) {
+                        if (unloaded.get()) {
+                            after++;
+                        }
+                        long tag = tags.incrementAndGet();
+                        Call call = new Call(tag, 1);
+                        all.add(call);
+                        call.id = host.stream(request("m", tag), call).id();
+                        // wait for each answer: virtual callers that never block would hog the carriers and starve the model
+                        call.done.await(10, TimeUnit.SECONDS);
+                    }
+                    return null;
+                }));
+            }
+            Thread.sleep(300);
+            host.unload("m");
+            unloaded.set(true);
+            for (Future<?> f : fs) {
+                f.get(30, TimeUnit.SECONDS);
+            }
+        }
+        int ok = 0;
+        for (Call call : all) {
+            if (!call.done.await(10, TimeUnit.SECONDS)) {
+                checker.violations.add("caller " + call.tag + " left waiting");
+                continue;
+            }
+            if (call.terminals.get() != 1) {
+                checker.violations.add("caller " + call.tag + " got " + call.terminals.get() + " terminal calls");
+            }
+            BackplaneException e = call.error;
+            if (e == null) {
+                ok++;
+                if (tagOf(call.response) != call.tag) {
+                    checker.violations.add("caller " + call.tag + " got another result");
+                }
+            } else if (e.code() != ErrorCode.UNAVAILABLE && e.code() != ErrorCode.NOT_FOUND) {
+                checker.violations.add("caller " + call.tag + " failed with " + e);
+            } else if (checker.executed.contains(call.id)) {
+                checker.violations.add("request " + call.id + " executed, then failed with " + e);
+            }
+        }
+        assertEquals(List.of(), List.copyOf(checker.violations));
+        assertEquals(0, host.openRequests());
+        assertTrue(ok > 0, "some requests ran before the unload");
+        assertEquals(ok, checker.executed.size(), "exactly the executed requests succeeded (the model is fast, the unload deadline long)");
+    }
+
+    /** Scenario 17 / L8: an instance that dies mid-batch: each request of the batch gets one terminal error; the next request succeeds. */
+    @Test
+    void instanceDiesMidBatch_eachRequestOneError_nextSucceeds() throws Exception {
+        CountDownLatch queued = new CountDownLatch(1);
+        backend.on("m", (batch, inst) -> {
+            if (BatchFixture.tags(batch).contains(7L)) {
+                queued.await();
+                inst.reportFailure(new IllegalStateException("died mid-batch"));
+                return; // as a dead process would: nothing answered
+            }
+            ScriptedBackend.ECHO.execute(batch, inst);
+        });
+        host = BatchFixture.host(backend).model(model("m", 4, dynamic(20_000), 1).build()).loadModel("m").build();
+        List<CompletableFuture<InferenceResponse>> dying = List.of(host.infer(request("m", 6)), host.infer(request("m", 7)));
+        queued.countDown();
+        for (CompletableFuture<InferenceResponse> f : dying) {
+            BackplaneException e = BatchFixture.failure(f);
+            assertEquals(ErrorCode.UNAVAILABLE, e.code());
+            assertTrue(e.getMessage().contains("died mid-batch"), e.getMessage());
+        }
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (!host.isModelReady("m") && System.nanoTime() < end) {
+            Thread.sleep(10);
+        }
+        assertEquals(8, tagOf(host.infer(request("m", 8)).get(10, TimeUnit.SECONDS)));
     }
 }

@@ -112,10 +112,13 @@ class DynamicBatcherTest {
         }
     }
 
-    /** max_batch_size 0: the model never batches, even with a dynamic_batching block. */
+    /**
+     * max_batch_size 0: the model never batches, even when it selects the dynamic batcher (the
+     * config validator refuses a dynamic_batching block without max_batch_size, so the parameter does it).
+     */
     @Test
     void maxBatchZero_neverBatches() throws Exception {
-        ModelConfig c = ScriptedBackend.model("m", false).toBuilder().dynamicBatching(dynamic(1000 * SECOND_MICROS)).build();
+        ModelConfig c = ScriptedBackend.model("m", false).toBuilder().parameter("batcher", "dynamic").build();
         backend.on("m", recorder);
         host = BatchFixture.host(backend).ticker(clock).model(c).loadModel("m").build();
         List<CompletableFuture<InferenceResponse>> f = new ArrayList<>();
