@@ -92,9 +92,10 @@ final class DynamicBatcher implements Batcher {
     private static final class Entry {
         final ScheduledRequest request;
         final Level level;
-        long deadline;
+        long deadline; // never changed while the entry is in the deadline heap
         boolean delayed;
         boolean gone;
+        boolean oversize;
 
         Entry(ScheduledRequest request, Level level, long deadline) {
             this.request = request;
@@ -224,7 +225,7 @@ final class DynamicBatcher implements Batcher {
                         it.remove();
                         e.gone = true;
                         queuedRequests--;
-                        e.deadline = -1;
+                        e.oversize = true;
                         rejected.add(e);
                         continue;
                     }
@@ -332,7 +333,7 @@ final class DynamicBatcher implements Batcher {
         for (Entry e : rejected) {
             ScheduledRequest r = e.request;
             BackplaneException error;
-            if (e.deadline == -1) {
+            if (e.oversize) {
                 error = BackplaneException.invalid(r + " has batch size " + r.batchSize() + ", over what model '" + model + "' can execute");
             } else {
                 long micros = queueTimeoutMicros(e.level.policy, r);
