@@ -180,7 +180,7 @@ class DynamicBatcherTest {
         assertEquals(3, tagOf(c.get(5, TimeUnit.SECONDS)));
     }
 
-    /** Scenario 6: delay 0 never waits; requests queued behind a busy instance form the next batch together. */
+    /** Scenarios 1 and 6: delay 0 never waits; requests that arrive while a batch executes (blocked on a latch) all finish, together, in the next batch. */
     @Test
     void delayZero_opportunisticBatches() throws Exception {
         start(model("m", 8, dynamic(0), 1).build());

@@ -38,7 +38,10 @@ import java.util.function.IntToLongFunction;
  *   <li>A model costing 5 ms + 20 µs × batch, max batch 32, under 64, 256 and 1024 callers.</li>
  * </ol>
  * Callers are virtual threads looping {@code infer(...).get()}; each point warms up for 1 s, then
- * counts the completions inside the window (throughput) and their latencies (p50, p99).
+ * counts the completions inside the window (throughput) and their latencies (p50, p99). It also
+ * reports how much of the window the instance spent inside {@code execute} and the mean time of
+ * one execute: on a loaded machine the model's sleep overshoots, and "busy" separates that from
+ * time the batcher leaves the instance idle.
  *
  * <p>Run: {@code ./mvnw -q -B -pl core -am test -Dtest=BatchingBenchmarkRun -Dsurefire.failIfNoSpecifiedTests=false}
  * (optional {@code -Dbench.seconds=N}, default 4 per point).
@@ -50,7 +53,8 @@ public final class BatchingBenchmark {
     private BatchingBenchmark() {
     }
 
-    record Result(String label, double rps, double p50Ms, double p99Ms, double meanBatch) {
+    /** busyShare: the share of the window the instance spent inside execute; execMs: mean time of one execute. */
+    record Result(String label, double rps, double p50Ms, double p99Ms, double meanBatch, double busyShare, double execMs) {
     }
 
     public static void main(String[] args) throws Exception {
@@ -81,15 +85,18 @@ public final class BatchingBenchmark {
     }
 
     private static void report(PrintStream out, Result r, double ideal, double p99BoundMs) {
-        out.printf(Locale.ROOT, "  %-30s %8.0f req/s = %5.1f%% of ideal %6.0f | p50 %7.2f ms | p99 %7.2f ms (bound %7.2f ms%s) | mean batch %5.1f%n",
+        out.printf(Locale.ROOT, "  %-28s %7.0f req/s = %5.1f%% of ideal %5.0f | p50 %7.2f ms | p99 %7.2f ms (bound %7.2f%s) | batch %4.1f"
+                + " | instance busy %5.1f%%, %.2f ms/execute%n",
                 r.label(), r.rps(), 100 * r.rps() / ideal, ideal, r.p50Ms(), r.p99Ms(), p99BoundMs, r.p99Ms() <= p99BoundMs ? ", met" : ", MISSED",
-                r.meanBatch());
+                r.meanBatch(), 100 * r.busyShare(), r.execMs());
     }
 
     static Result measure(String label, int callers, boolean batching, IntToLongFunction costNanos, int seconds) throws Exception {
         AtomicLong batches = new AtomicLong();
         AtomicLong items = new AtomicLong();
+        AtomicLong busy = new AtomicLong();
         ScriptedBackend backend = new ScriptedBackend().on("m", (batch, inst) -> {
+            long start = System.nanoTime();
             int size = 0;
             for (ScheduledRequest r : batch) {
                 size += r.batchSize();
@@ -98,6 +105,7 @@ public final class BatchingBenchmark {
             items.addAndGet(size);
             Thread.sleep(Duration.ofNanos(costNanos.applyAsLong(size)));
             ScriptedBackend.ECHO.execute(batch, inst);
+            busy.addAndGet(System.nanoTime() - start);
         });
         ModelConfig.Builder config = ModelConfig.builder("m").backend(ScriptedBackend.NAME).maxBatchSize(MAX_BATCH)
                 .input(TensorConfig.of("IN", DataType.INT64, 1)).output(TensorConfig.of("OUT", DataType.INT64, 1))
@@ -112,6 +120,9 @@ public final class BatchingBenchmark {
             List<long[]> latencies = new ArrayList<>();
             AtomicLong measuredBatchesStart = new AtomicLong(-1);
             AtomicLong measuredItemsStart = new AtomicLong(-1);
+            AtomicLong busyStart = new AtomicLong(-1);
+            AtomicLong busyEnd = new AtomicLong(-1);
+            AtomicLong batchesEnd = new AtomicLong(-1);
             try (ExecutorService pool = Executors.newVirtualThreadPerTaskExecutor()) {
                 List<Future<long[]>> fs = new ArrayList<>();
                 for (int c = 0; c < callers; c++) {
@@ -123,11 +134,16 @@ public final class BatchingBenchmark {
                         while (true) {
                             long t0 = System.nanoTime();
                             if (t0 >= end) {
+                                if (busyEnd.get() < 0) {
+                                    busyEnd.compareAndSet(-1, busy.get());
+                                    batchesEnd.compareAndSet(-1, batches.get());
+                                }
                                 break;
                             }
                             if (t0 >= warmEnd && measuredBatchesStart.get() < 0) {
                                 measuredBatchesStart.compareAndSet(-1, batches.get());
                                 measuredItemsStart.compareAndSet(-1, items.get());
+                                busyStart.compareAndSet(-1, busy.get());
                             }
                             long tag = base + seq++;
                             InferenceRequest req = InferenceRequest.builder("m").input(Tensor.ofLongs("IN", new long[] {1, 1}, tag)).build();
@@ -160,7 +176,10 @@ public final class BatchingBenchmark {
             Arrays.sort(all);
             long b = batches.get() - Math.max(0, measuredBatchesStart.get());
             long it = items.get() - Math.max(0, measuredItemsStart.get());
-            return new Result(label, total / (double) seconds, pct(all, 0.50), pct(all, 0.99), b == 0 ? 0 : it / (double) b);
+            long busyNanos = busyEnd.get() - Math.max(0, busyStart.get());
+            long execs = batchesEnd.get() - Math.max(0, measuredBatchesStart.get());
+            return new Result(label, total / (double) seconds, pct(all, 0.50), pct(all, 0.99), b == 0 ? 0 : it / (double) b,
+                    busyNanos / (seconds * 1e9), execs <= 0 ? 0 : busyNanos / 1e6 / execs);
         }
     }
 
