@@ -446,6 +446,25 @@ class DynamicBatcherTest {
         assertEquals(5, tagOf(infer(5).get(5, TimeUnit.SECONDS)));
     }
 
+    /** Scenario 11: the injected monotonic clock jumps 100 years ahead: a waiting batch leaves at once, a queue timeout fires, nothing overflows. */
+    @Test
+    void clockJumpsFarAhead_deadlinesStillRight() throws Exception {
+        start(model("m", 4, dynamic(List.of(), SECOND_MICROS, false, 2, 1, QueuePolicy.DEFAULT,
+                Map.of(2, policy(TimeoutAction.REJECT, 3600 * SECOND_MICROS, false, 0))), 1).build());
+        CompletableFuture<InferenceResponse> waiting = infer(1);
+        recorder.assertQuiet(30);
+        recorder.close();
+        clock.advance(Duration.ofDays(365L * 100));
+        assertEquals(List.of(1L), recorder.next());
+        CompletableFuture<InferenceResponse> timed = host.infer(request("m", 2, 1, 2, 0));
+        Thread.sleep(30);
+        assertFalse(timed.isDone());
+        clock.advance(Duration.ofDays(365L * 100));
+        assertEquals(ErrorCode.DEADLINE_EXCEEDED, failure(timed).code());
+        recorder.open();
+        assertEquals(1, tagOf(waiting.get(5, TimeUnit.SECONDS)));
+    }
+
     /** A batcher-level check: the queue timeout rule on the policy alone. */
     @Test
     void queueTimeoutRule_defaultsAndOverrides() {
