@@ -64,6 +64,27 @@ public final class HostContext {
         callerRuns = on;
     }
 
+    private java.util.concurrent.@org.jspecify.annotations.Nullable ScheduledExecutorService watchdog;
+
+    /** The host's watchdog timer thread (backplane-watchdog), created on first use. */
+    public synchronized java.util.concurrent.ScheduledExecutorService watchdog() {
+        if (watchdog == null) {
+            java.util.concurrent.ScheduledThreadPoolExecutor w = new java.util.concurrent.ScheduledThreadPoolExecutor(1,
+                    r -> Thread.ofPlatform().daemon().name("backplane-watchdog").unstarted(r));
+            w.setRemoveOnCancelPolicy(true);
+            watchdog = w;
+        }
+        return watchdog;
+    }
+
+    /** Stops the watchdog thread. */
+    public synchronized void close() {
+        if (watchdog != null) {
+            watchdog.shutdownNow();
+            watchdog = null;
+        }
+    }
+
     public Duration unloadTimeout() {
         return unloadTimeout;
     }

@@ -193,6 +193,18 @@ final class InstanceSlot {
     private void execute(ModelInstance i, List<RequestState> batch) {
         executing = batch;
         List<ScheduledRequest> view = Collections.unmodifiableList(batch);
+        java.util.concurrent.ScheduledFuture<?> watchdog = null;
+        long limit = owner.executeTimeoutMillis();
+        if (limit > 0) {
+            long gen = generation.get();
+            Thread runner = Thread.currentThread();
+            watchdog = owner.host().watchdog().schedule(() -> {
+                if (executing == batch) {
+                    failed(gen, new java.util.concurrent.TimeoutException("execute did not return within the execute_timeout_ms of " + limit + " ms"));
+                    runner.interrupt();
+                }
+            }, limit, TimeUnit.MILLISECONDS);
+        }
         try {
             i.execute(view);
         } catch (Throwable t) {
@@ -213,6 +225,10 @@ final class InstanceSlot {
             }
         } finally {
             executing = List.of();
+            if (watchdog != null) {
+                watchdog.cancel(false);
+                Thread.interrupted(); // an interrupt aimed at this execute must not leak into the next
+            }
         }
         if (!owner.decoupled()) {
             for (RequestState r : batch) {

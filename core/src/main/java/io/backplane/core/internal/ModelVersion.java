@@ -67,6 +67,7 @@ public final class ModelVersion implements ModelContext {
     private volatile String unavailableReason = "";
     /** Execute on the caller's thread when an instance is idle (host option, none batcher only). */
     private boolean callerRuns;
+    private final long executeTimeoutMillis;
 
     private ModelVersion(String name, long version, ModelConfig config, Path modelDirectory, BackendContext backendContext, HostContext host) {
         this.name = requireNonNull(name, "name is null");
@@ -81,6 +82,29 @@ public final class ModelVersion implements ModelContext {
         boolean ordered = config.dynamicBatching() != null && config.dynamicBatching().preserveOrdering() && !decoupled;
         this.order = ordered ? new ResponseOrder() : null;
         this.dispatchLock = ordered ? new ReentrantLock() : null;
+        this.executeTimeoutMillis = executeTimeout(config);
+    }
+
+    /** The {@code execute_timeout_ms} model parameter: the execute watchdog (0 = off). */
+    private static long executeTimeout(ModelConfig config) {
+        String v = config.parameters().get("execute_timeout_ms");
+        if (v == null || v.isBlank()) {
+            return 0;
+        }
+        try {
+            long ms = Long.parseLong(v.trim());
+            if (ms < 0) {
+                throw new NumberFormatException();
+            }
+            return ms;
+        } catch (NumberFormatException e) {
+            throw BackplaneException.invalid("model '" + config.name() + "': parameter execute_timeout_ms is '" + v
+                    + "'; give a whole number of milliseconds ≥ 0 (0 turns the watchdog off)");
+        }
+    }
+
+    long executeTimeoutMillis() {
+        return executeTimeoutMillis;
     }
 
     /**
