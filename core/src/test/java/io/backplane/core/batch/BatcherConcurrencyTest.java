@@ -519,4 +519,26 @@ class BatcherConcurrencyTest {
         }
         assertEquals(8, tagOf(host.infer(request("m", 8)).get(10, TimeUnit.SECONDS)));
     }
+
+    /** Scenario 14: an execute that hangs is failed by the execute watchdog; the other instance keeps serving meanwhile. */
+    @Test
+    void hungExecute_watchdogFailsIt_otherInstanceServes() throws Exception {
+        CountDownLatch hung = new CountDownLatch(1);
+        backend.on("m", (batch, inst) -> {
+            if (BatchFixture.tags(batch).contains(1L)) {
+                hung.countDown();
+                Thread.sleep(30_000); // the watchdog interrupts it
+            }
+            ScriptedBackend.ECHO.execute(batch, inst);
+        });
+        host = BatchFixture.host(backend).model(model("m", 4, dynamic(0), 2).parameter("execute_timeout_ms", "500").build()).loadModel("m").build();
+        CompletableFuture<InferenceResponse> stuck = host.infer(request("m", 1));
+        hung.await();
+        for (long t = 2; t <= 20; t++) {
+            assertEquals(t, tagOf(host.infer(request("m", t)).get(5, TimeUnit.SECONDS)), "served while the other instance hangs");
+        }
+        BackplaneException e = BatchFixture.failure(stuck);
+        assertEquals(ErrorCode.UNAVAILABLE, e.code());
+        assertTrue(e.getMessage().contains("execute_timeout_ms"), e.getMessage());
+    }
 }
