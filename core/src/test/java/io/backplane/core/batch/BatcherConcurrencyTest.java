@@ -122,7 +122,7 @@ class BatcherConcurrencyTest {
                     TimeUnit.MICROSECONDS.sleep(ThreadLocalRandom.current().nextLong(maxSleepMicros + 1));
                 }
                 if (ThreadLocalRandom.current().nextInt(4) == 0) { // scenario 15: answered on a foreign thread, out of order
-                    Thread t = Thread.ofVirtual().start(() -> {
+                    Thread t = Thread.ofPlatform().start(() -> { // a platform thread: busy virtual callers cannot starve it
                         for (ScheduledRequest r : batch.reversed()) {
                             answer(r);
                         }
@@ -455,13 +455,14 @@ class BatcherConcurrencyTest {
                         call.id = host.stream(request("m", tag), call).id();
                         // wait for each answer: virtual callers that never block would hog the carriers and starve the model
                         call.done.await(10, TimeUnit.SECONDS);
+                        Thread.yield();
                     }
                     return null;
                 }));
             }
             Thread.sleep(300);
+            unloaded.set(true); // callers stop 20 submits later, while the unload runs
             host.unload("m");
-            unloaded.set(true);
             for (Future<?> f : fs) {
                 f.get(30, TimeUnit.SECONDS);
             }
