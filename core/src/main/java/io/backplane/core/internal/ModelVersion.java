@@ -30,6 +30,7 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.ReentrantLock;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -59,6 +60,8 @@ public final class ModelVersion implements ModelContext {
     private final List<InstanceSlot> instances = new ArrayList<>();
     private final int maxBatch;
     private final boolean decoupled;
+    private final @Nullable ResponseOrder order;
+    private final @Nullable ReentrantLock dispatchLock;
     private @Nullable Model model;
     private @Nullable Batcher batcher;
     private volatile String unavailableReason = "";
@@ -76,6 +79,9 @@ public final class ModelVersion implements ModelContext {
         this.host = requireNonNull(host, "host is null");
         this.maxBatch = config.batches() ? config.maxBatchSize() : 1;
         this.decoupled = config.decoupled();
+        boolean ordered = config.dynamicBatching() != null && config.dynamicBatching().preserveOrdering() && !decoupled;
+        this.order = ordered ? new ResponseOrder() : null;
+        this.dispatchLock = ordered ? new ReentrantLock() : null;
         this.executeTimeoutMillis = executeTimeout(config);
     }
 
@@ -204,6 +210,19 @@ public final class ModelVersion implements ModelContext {
 
     int maxBatch() {
         return maxBatch;
+    }
+
+    /** The reorder stage, or null when the model does not preserve ordering (the fast path). */
+    @Nullable ResponseOrder order() {
+        return order;
+    }
+
+    /**
+     * Held by an instance worker around taking and guarding a batch when the model preserves
+     * ordering, so that slots are reserved in the order batches leave the batcher; null otherwise.
+     */
+    @Nullable ReentrantLock dispatchLock() {
+        return dispatchLock;
     }
 
     Batcher batcher() {
@@ -337,6 +356,12 @@ public final class ModelVersion implements ModelContext {
         for (ScheduledRequest s : raw) {
             if (!(s instanceof RequestState r) || r.model() != this) {
                 log.error("the batcher of model '{}' version {} returned {}, which is not a queued request of this model; dropped", name, version, s);
+                if (s instanceof RequestState foreign && foreign.tryWithdraw()) {
+                    // a batcher that hands out another model's request has lost track of it: end it rather than leave its caller waiting
+                    foreign.model().withdrawn(foreign);
+                    foreign.terminate(BackplaneException.internal("the batcher of model '" + name + "' version " + version + " returned "
+                            + foreign.describe() + " in one of its batches; it was not executed"), Outcome.OTHER, "batch-guard-foreign");
+                }
                 continue;
             }
             if (seen != null ? !seen.add(r) : out.contains(r)) {
@@ -352,6 +377,9 @@ public final class ModelVersion implements ModelContext {
             }
             if (!r.tryDispatch(now)) {
                 continue; // cancelled, timed out, or already executed
+            }
+            if (order != null) {
+                order.reserve(r);
             }
             total += r.batchSize();
             out.add(r);
