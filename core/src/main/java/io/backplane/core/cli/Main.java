@@ -101,14 +101,13 @@ public final class Main implements Runnable {
             return 1;
         }
 
+        /** The message, followed by the messages of its causes that add something. */
         static String describe(Throwable e) {
-            StringBuilder sb = new StringBuilder(String.valueOf(e.getMessage() == null ? e.getClass().getName() : e.getMessage()));
-            for (Throwable c = e.getCause(); c != null && c != c.getCause(); c = c.getCause()) {
+            StringBuilder sb = new StringBuilder(e.getMessage() == null ? e.getClass().getName() : e.getMessage());
+            Throwable c = e.getCause();
+            for (int depth = 0; c != null && depth < 8; depth++, c = c.getCause()) {
                 if (c.getMessage() != null && !sb.toString().contains(c.getMessage())) {
                     sb.append(": ").append(c.getMessage());
-                }
-                if (c.getCause() == c) {
-                    break;
                 }
             }
             return sb.toString();

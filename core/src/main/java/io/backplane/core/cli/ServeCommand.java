@@ -13,6 +13,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
@@ -152,7 +153,7 @@ final class ServeCommand implements Callable<Integer> {
             builder.backendOption(o.name(), o.key(), o.value());
         }
         log.info("Backplane {} starting: model repositories {}, model control mode {}, backends directory {}", BackplaneHost.VERSION, repositories,
-                mode.name().toLowerCase(java.util.Locale.ROOT), backends == null ? "(none)" : backends);
+                mode.name().toLowerCase(Locale.ROOT), backends == null ? "(none)" : backends);
         // The hook is in place before anything starts: a SIGTERM while models load waits for the
         // start to finish (up to the exit timeout), then closes what started.
         CountDownLatch startupDone = new CountDownLatch(1);
@@ -259,7 +260,7 @@ final class ServeCommand implements Callable<Integer> {
         }
         if (controlMode != ModelControlMode.EXPLICIT && !loadModels.isEmpty()) {
             throw new ParameterException(spec.commandLine(), "Option '--load-model' needs '--model-control-mode explicit', not '"
-                    + controlMode.name().toLowerCase(java.util.Locale.ROOT) + "' (in that mode every model in the repository is loaded)");
+                    + controlMode.name().toLowerCase(Locale.ROOT) + "' (in that mode every model in the repository is loaded)");
         }
         return controlMode;
     }
