@@ -976,12 +976,18 @@ final class StubConnection {
 
     /** Kills the process (SIGKILL); {@link #onProcessExit} then fails what is open and cleans up. */
     void kill(String reason) {
-        if (killReason == null) {
-            killReason = reason;
+        boolean first;
+        synchronized (this) {
+            first = killReason == null;
+            if (first) {
+                killReason = reason;
+            }
         }
         Process p = process;
         if (p != null && p.isAlive()) {
-            log.warn("{}: killing the python stub: {}", describe(), reason);
+            if (first) {
+                log.warn("{}: killing the python stub: {}", describe(), reason);
+            }
             p.destroyForcibly();
         }
     }
