@@ -1,0 +1,517 @@
+package io.backplane.core;
+
+import static java.util.Objects.requireNonNull;
+
+import com.google.inject.Guice;
+import com.google.inject.Stage;
+import io.backplane.core.batch.NoneBatcherFactory;
+import io.backplane.core.internal.CoreModule;
+import io.backplane.core.internal.HostOptions;
+import io.backplane.core.internal.HostRuntime;
+import io.backplane.core.internal.RequestState;
+import io.backplane.core.internal.ResponseSink;
+import io.backplane.spi.BackendFactory;
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.BatcherFactory;
+import io.backplane.spi.ErrorCode;
+import io.backplane.spi.InferenceRequest;
+import io.backplane.spi.InferenceResponse;
+import io.backplane.spi.Ticker;
+import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.host.HostListener;
+import io.backplane.spi.host.InferenceService;
+import io.backplane.spi.host.ModelMetadata;
+import io.backplane.spi.host.ModelStatus;
+import io.backplane.spi.host.RequestHandle;
+import io.backplane.spi.host.ResponseObserver;
+import java.io.IOException;
+import java.nio.file.FileVisitResult;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.SimpleFileVisitor;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * An embedded Backplane host: a model repository, the backends that serve it, and the
+ * lifecycle guarantees of the core. Build one with {@link #builder()}; close it when done.
+ *
+ * <p>Every accepted request ends exactly once: {@link #infer} futures complete exactly once,
+ * {@link #stream} observers see exactly one terminal call. A request that cannot be accepted
+ * (unknown model, invalid input, model unloading, host closed) fails its future at once; it is
+ * never queued.
+ *
+ * <p>Thread-safe. After {@link #close} no Backplane thread, child process or shared-memory
+ * file remains.
+ */
+public final class BackplaneHost implements InferenceService, AutoCloseable {
+    private static final Logger log = LoggerFactory.getLogger(BackplaneHost.class);
+
+    /** Backplane's version (from the jar manifest, or "dev" when run from classes). */
+    public static final String VERSION = versionFromManifest();
+
+    private final HostRuntime runtime;
+    private final Path workDirectory;
+
+    private BackplaneHost(HostRuntime runtime, Path workDirectory) {
+        this.runtime = runtime;
+        this.workDirectory = workDirectory;
+    }
+
+    private static String versionFromManifest() {
+        String v = BackplaneHost.class.getPackage().getImplementationVersion();
+        return v == null ? "dev" : v;
+    }
+
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    // ---- inference ----
+
+    /**
+     * Runs a request on a plain (non-decoupled) model. The future completes exactly once: with
+     * the response, or exceptionally with a {@link BackplaneException}. Cancelling the future
+     * cancels the request (B6).
+     */
+    @Override
+    public CompletableFuture<InferenceResponse> infer(InferenceRequest request) {
+        requireNonNull(request, "request is null");
+        InferFuture future = new InferFuture();
+        try {
+            checkRunning();
+            if (runtime.registry().route(request.modelName(), request.modelVersion()).config().decoupled()) {
+                throw BackplaneException.invalid("model '" + request.modelName() + "' is decoupled (it may send any number of responses); use stream()");
+            }
+            future.request = runtime.registry().admit(request, future);
+        } catch (BackplaneException e) {
+            runtime.context().listener().requestRejected(request.modelName(), HostListener.Outcome.REJECTED);
+            future.completeExceptionally(e);
+        }
+        return future;
+    }
+
+    /**
+     * Runs a request on any model, delivering every response to {@code observer} (for a plain
+     * model: one response, then {@code onComplete}). A request that cannot be accepted gets
+     * {@code onError} before this method returns.
+     */
+    @Override
+    public RequestHandle stream(InferenceRequest request, ResponseObserver observer) {
+        requireNonNull(request, "request is null");
+        requireNonNull(observer, "observer is null");
+        ObserverSink sink = new ObserverSink(observer);
+        try {
+            checkRunning();
+            RequestState r = runtime.registry().admit(request, sink);
+            return new Handle(r);
+        } catch (BackplaneException e) {
+            runtime.context().listener().requestRejected(request.modelName(), HostListener.Outcome.REJECTED);
+            sink.failed(e);
+            return new Handle(null);
+        }
+    }
+
+    private void checkRunning() {
+        if (!runtime.isRunning()) {
+            throw BackplaneException.unavailable("the Backplane host is " + (runtime.state() == HostRuntime.State.STOPPED ? "closed" : "shutting down")
+                    + "; no new requests are accepted");
+        }
+    }
+
+    // ---- model control ----
+
+    /** Loads (or reloads) a model; returns when it is ready or throws why it could not load. */
+    @Override
+    public void load(String model) {
+        checkRunning();
+        checkExplicit("load");
+        runtime.registry().load(model);
+    }
+
+    /** Unloads a model (L7): returns within the unload deadline with every request ended. */
+    @Override
+    public void unload(String model) {
+        checkRunning();
+        checkExplicit("unload");
+        runtime.registry().unload(model);
+    }
+
+    private void checkExplicit(String op) {
+        if (runtime.options().controlMode() != ModelControlMode.EXPLICIT) {
+            throw new BackplaneException(ErrorCode.UNSUPPORTED, "cannot " + op + " models in model control mode "
+                    + runtime.options().controlMode() + "; start the host with ModelControlMode.EXPLICIT");
+        }
+    }
+
+    /** Live: the host is running. */
+    @Override
+    public boolean isLive() {
+        return runtime.isRunning();
+    }
+
+    /** Ready: running, and every loaded model has a ready version (Triton's strict readiness). */
+    @Override
+    public boolean isReady() {
+        return runtime.isRunning() && runtime.registry().allReady();
+    }
+
+    /** Whether {@code version} of {@code model} (or its newest, with {@link InferenceRequest#LATEST}) can serve now. */
+    @Override
+    public boolean isModelReady(String model, long version) {
+        return runtime.isRunning() && runtime.registry().isReady(model, version);
+    }
+
+    public boolean isModelReady(String model) {
+        return isModelReady(model, InferenceRequest.LATEST);
+    }
+
+    public ModelMetadata metadata(String model) {
+        return runtime.registry().metadata(model, InferenceRequest.LATEST);
+    }
+
+    @Override
+    public ModelMetadata metadata(String model, long version) {
+        return runtime.registry().metadata(model, version);
+    }
+
+    /** The config a loaded model version runs with (after auto-complete). */
+    @Override
+    public ModelConfig modelConfig(String model, long version) {
+        return runtime.registry().config(model, version);
+    }
+
+    /** Every model in the repository and each loaded version's state. */
+    @Override
+    public List<ModelStatus> repositoryIndex() {
+        return runtime.registry().index();
+    }
+
+    /** Names of the installed backends. */
+    public List<String> backends() {
+        return runtime.plugins().backendNames();
+    }
+
+    /** Requests accepted and not yet ended, across all models. */
+    public int openRequests() {
+        return runtime.registry().openRequests();
+    }
+
+    /** Second releases suppressed since start (L4); each was a race that the core absorbed. */
+    public long duplicateReleases() {
+        return runtime.context().duplicateReleases();
+    }
+
+    @Override
+    public void addListener(HostListener listener) {
+        runtime.context().addListener(listener);
+    }
+
+    @Override
+    public boolean modelControlEnabled() {
+        return runtime.options().controlMode() == ModelControlMode.EXPLICIT;
+    }
+
+    @Override
+    public String version() {
+        return VERSION;
+    }
+
+    public ModelControlMode controlMode() {
+        return runtime.options().controlMode();
+    }
+
+    /** Stops admission, unloads every model within its deadline, closes backends and plugins (L10). Idempotent. */
+    @Override
+    public void close() {
+        try {
+            runtime.stop();
+        } finally {
+            deleteRecursively(workDirectory);
+        }
+    }
+
+    private static void deleteRecursively(Path dir) {
+        if (!Files.exists(dir)) {
+            return;
+        }
+        try {
+            Files.walkFileTree(dir, new SimpleFileVisitor<>() {
+                @Override
+                public FileVisitResult visitFile(Path file, BasicFileAttributes attrs) throws IOException {
+                    Files.delete(file);
+                    return FileVisitResult.CONTINUE;
+                }
+
+                @Override
+                public FileVisitResult postVisitDirectory(Path d, @Nullable IOException exc) throws IOException {
+                    Files.delete(d);
+                    return FileVisitResult.CONTINUE;
+                }
+            });
+        } catch (IOException e) {
+            log.warn("could not remove work directory {}: {}", dir, e.getMessage());
+        }
+    }
+
+    // ---- sinks ----
+
+    private static final class InferFuture extends CompletableFuture<InferenceResponse> implements ResponseSink {
+        volatile @Nullable RequestState request;
+
+        @Override
+        public void partial(InferenceResponse response) {
+            throw new IllegalStateException("a plain model sent a non-final response");
+        }
+
+        @Override
+        public void last(@Nullable InferenceResponse last) {
+            if (last == null) {
+                completeExceptionally(BackplaneException.internal("the model ended the request without a response"));
+            } else {
+                complete(last);
+            }
+        }
+
+        @Override
+        public void failed(BackplaneException error) {
+            completeExceptionally(error);
+        }
+
+        @Override
+        public boolean cancel(boolean mayInterruptIfRunning) {
+            RequestState r = request;
+            if (r != null) {
+                r.cancel();
+            }
+            return super.cancel(mayInterruptIfRunning);
+        }
+    }
+
+    private record ObserverSink(ResponseObserver observer) implements ResponseSink {
+        @Override
+        public void partial(InferenceResponse response) {
+            observer.onResponse(response);
+        }
+
+        @Override
+        public void last(@Nullable InferenceResponse last) {
+            try {
+                if (last != null) {
+                    observer.onResponse(last);
+                }
+            } finally {
+                observer.onComplete();
+            }
+        }
+
+        @Override
+        public void failed(BackplaneException error) {
+            observer.onError(error);
+        }
+    }
+
+    private record Handle(@Nullable RequestState request) implements RequestHandle {
+        @Override
+        public long id() {
+            return request == null ? 0 : request.id();
+        }
+
+        @Override
+        public boolean cancel() {
+            return request != null && request.cancel();
+        }
+
+        @Override
+        public boolean isDone() {
+            return request == null || request.isDone();
+        }
+    }
+
+    /** Checks a config again after a backend auto-completed it. */
+    private static ModelConfig checkCompleted(ModelConfig c) {
+        io.backplane.core.config.ModelConfigValidator.validate(c, "config of model '" + c.name() + "' after auto-complete");
+        return c;
+    }
+
+    // ---- builder ----
+
+    /** Builds a host; not thread-safe. {@link #build()} starts it and loads the initial models. */
+    public static final class Builder {
+        private final List<Path> repositories = new ArrayList<>();
+        private @Nullable Path backendsDirectory;
+        private @Nullable ModelControlMode controlMode;
+        private final List<String> initialModels = new ArrayList<>();
+        private Duration pollInterval = Duration.ofSeconds(15);
+        private Duration unloadTimeout = Duration.ofSeconds(30);
+        private Duration restartBackoffMin = Duration.ofMillis(100);
+        private Duration restartBackoffMax = Duration.ofSeconds(10);
+        private final Map<String, Map<String, String>> backendOptions = new LinkedHashMap<>();
+        private final List<BackendFactory> backends = new ArrayList<>();
+        private final List<BatcherFactory> batchers = new ArrayList<>();
+        private final List<HostOptions.CodeModel> codeModels = new ArrayList<>();
+        private Ticker ticker = Ticker.system();
+        private final List<HostListener> listeners = new ArrayList<>();
+        private @Nullable ClassLoader classLoader;
+        private boolean callerRuns;
+
+        private Builder() {
+        }
+
+        /** A model repository folder in Triton's layout; repeatable. */
+        public Builder modelRepository(Path path) {
+            repositories.add(requireNonNull(path, "path is null"));
+            return this;
+        }
+
+        /** A folder with one sub-folder per backend or plugin, each loaded by its own class loader. */
+        public Builder backendsDirectory(Path path) {
+            backendsDirectory = requireNonNull(path, "path is null");
+            return this;
+        }
+
+        /** Default: EXPLICIT when models are named with {@link #loadModel}, else NONE. */
+        public Builder modelControlMode(ModelControlMode mode) {
+            controlMode = requireNonNull(mode, "mode is null");
+            return this;
+        }
+
+        /** A model to load at start in EXPLICIT mode; repeatable. */
+        public Builder loadModel(String name) {
+            initialModels.add(requireNonNull(name, "name is null"));
+            return this;
+        }
+
+        /** How often POLL mode rescans the repository. */
+        public Builder pollInterval(Duration interval) {
+            pollInterval = positive(interval, "pollInterval");
+            return this;
+        }
+
+        /** How long an unload waits for open requests before failing them (L7). Default 30 s. */
+        public Builder unloadTimeout(Duration timeout) {
+            unloadTimeout = positive(timeout, "unloadTimeout");
+            return this;
+        }
+
+        /** The capped exponential backoff between instance restarts (L8). Default 100 ms to 10 s. */
+        public Builder restartBackoff(Duration min, Duration max) {
+            restartBackoffMin = positive(min, "min");
+            restartBackoffMax = positive(max, "max");
+            if (max.compareTo(min) < 0) {
+                throw new IllegalArgumentException("restart backoff max " + max + " is below min " + min);
+            }
+            return this;
+        }
+
+        /** An option passed to one backend ({@link io.backplane.spi.BackendContext#options()}). */
+        public Builder backendOption(String backend, String key, String value) {
+            backendOptions.computeIfAbsent(requireNonNull(backend, "backend is null"), b -> new LinkedHashMap<>())
+                    .put(requireNonNull(key, "key is null"), requireNonNull(value, "value is null"));
+            return this;
+        }
+
+        /** Registers a backend in code; it wins over a discovered backend of the same name. */
+        public Builder backend(BackendFactory factory) {
+            backends.add(requireNonNull(factory, "factory is null"));
+            return this;
+        }
+
+        /** Registers a batcher in code. */
+        public Builder batcher(BatcherFactory factory) {
+            batchers.add(requireNonNull(factory, "factory is null"));
+            return this;
+        }
+
+        /** A model defined in code rather than in a repository folder; served versions default to [1]. */
+        public Builder model(ModelConfig config, long... versions) {
+            codeModels.add(new HostOptions.CodeModel(requireNonNull(config, "config is null"), Arrays.stream(versions).boxed().toList()));
+            return this;
+        }
+
+        /** The monotonic clock for every delay and timeout (tests inject one). */
+        public Builder ticker(Ticker t) {
+            ticker = requireNonNull(t, "ticker is null");
+            return this;
+        }
+
+        public Builder listener(HostListener l) {
+            listeners.add(requireNonNull(l, "listener is null"));
+            return this;
+        }
+
+        /** The class loader whose class path is searched for backends (default: this class's loader). */
+        public Builder classLoader(ClassLoader loader) {
+            classLoader = requireNonNull(loader, "loader is null");
+            return this;
+        }
+
+        /**
+         * Caller-runs: a request to a model without dynamic batching executes on the calling
+         * thread when an instance is idle, skipping the hand-off to the instance's worker thread
+         * (lowest latency for embedded hosts whose callers are ordinary threads). Off by default:
+         * do not enable it when callers are event-loop threads that must never block.
+         */
+        public Builder callerRuns(boolean on) {
+            callerRuns = on;
+            return this;
+        }
+
+        private static Duration positive(Duration d, String what) {
+            requireNonNull(d, what + " is null");
+            if (d.isNegative() || d.isZero()) {
+                throw new IllegalArgumentException(what + " " + d + " must be positive");
+            }
+            return d;
+        }
+
+        /**
+         * Starts the host: discovers backends, loads the initial models.
+         *
+         * @throws BackplaneException when an explicitly named model fails to load, or discovery
+         *     finds a conflict; nothing is left running
+         */
+        public BackplaneHost build() {
+            ModelControlMode mode = controlMode != null ? controlMode : initialModels.isEmpty() ? ModelControlMode.NONE : ModelControlMode.EXPLICIT;
+            if (mode != ModelControlMode.EXPLICIT && !initialModels.isEmpty()) {
+                throw BackplaneException.invalid("loadModel(" + initialModels + ") needs model control mode EXPLICIT, not " + mode);
+            }
+            List<BatcherFactory> allBatchers = new ArrayList<>(batchers);
+            allBatchers.add(new NoneBatcherFactory());
+            ClassLoader loader = classLoader != null ? classLoader : BackplaneHost.class.getClassLoader();
+            HostOptions options = new HostOptions(repositories, backendsDirectory, mode, initialModels, pollInterval, unloadTimeout,
+                    restartBackoffMin, restartBackoffMax, backendOptions, backends, allBatchers, codeModels, ticker, listeners, loader, callerRuns);
+            Path work;
+            try {
+                work = Files.createTempDirectory("backplane-");
+            } catch (IOException e) {
+                throw new BackplaneException(ErrorCode.INTERNAL, "cannot create a work directory: " + e.getMessage(), e);
+            }
+            HostRuntime runtime;
+            try {
+                runtime = Guice.createInjector(Stage.PRODUCTION, new CoreModule(options, work, BackplaneHost::checkCompleted)).getInstance(HostRuntime.class);
+            } catch (RuntimeException e) {
+                deleteRecursively(work);
+                Throwable cause = e instanceof com.google.inject.ProvisionException pe && pe.getCause() != null ? pe.getCause() : e;
+                throw BackplaneException.wrap(cause, "the Backplane host failed to start");
+            }
+            BackplaneHost host = new BackplaneHost(runtime, work);
+            try {
+                runtime.start();
+            } catch (RuntimeException e) {
+                host.close();
+                throw e;
+            }
+            return host;
+        }
+    }
+}

@@ -1,0 +1,127 @@
+package io.backplane.core.batch;
+
+import io.backplane.spi.Batcher;
+import io.backplane.spi.BatcherContext;
+import io.backplane.spi.BatcherFactory;
+import io.backplane.spi.ScheduledRequest;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The {@code none} batcher: first come, first served, one request per execution (Triton's
+ * default scheduler). Used by models without a {@code dynamic_batching} block.
+ */
+public final class NoneBatcherFactory implements BatcherFactory {
+    public static final String NAME = "none";
+
+    @Override
+    public String name() {
+        return NAME;
+    }
+
+    @Override
+    public Batcher create(BatcherContext context) {
+        return new NoneBatcher(context.instanceCount());
+    }
+
+    private static final class NoneBatcher implements Batcher {
+        private static final ScheduledRequest CLOSED = new Poison();
+        private final LinkedBlockingQueue<ScheduledRequest> queue = new LinkedBlockingQueue<>();
+        private final int workers;
+        private volatile boolean closed;
+
+        NoneBatcher(int workers) {
+            this.workers = workers;
+        }
+
+        @Override
+        public void enqueue(ScheduledRequest request) {
+            queue.add(request);
+        }
+
+        @Override
+        public List<ScheduledRequest> nextBatch(int maxBatchSize, long timeout, TimeUnit unit) throws InterruptedException {
+            while (!closed) {
+                ScheduledRequest r = queue.poll(timeout, unit);
+                if (r == null || r == CLOSED) {
+                    return List.of();
+                }
+                if (!r.isDone()) {
+                    return List.of(r);
+                }
+            }
+            return List.of();
+        }
+
+        @Override
+        public void cancelled(ScheduledRequest request) {
+            queue.remove(request);
+        }
+
+        @Override
+        public List<ScheduledRequest> drain() {
+            List<ScheduledRequest> out = new ArrayList<>();
+            queue.drainTo(out);
+            out.remove(CLOSED);
+            return out;
+        }
+
+        @Override
+        public int queued() {
+            return queue.size();
+        }
+
+        @Override
+        public void close() {
+            closed = true;
+            for (int i = 0; i < workers; i++) {
+                queue.add(CLOSED);
+            }
+        }
+    }
+
+    /** Wakes blocked workers on close. */
+    private static final class Poison implements ScheduledRequest {
+        @Override
+        public long id() {
+            return -1;
+        }
+
+        @Override
+        public io.backplane.spi.InferenceRequest request() {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public io.backplane.spi.ResponseSender sender() {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public boolean isCancelled() {
+            return true;
+        }
+
+        @Override
+        public boolean isDone() {
+            return true;
+        }
+
+        @Override
+        public int batchSize() {
+            return 0;
+        }
+
+        @Override
+        public int priorityLevel() {
+            return 0;
+        }
+
+        @Override
+        public long arrivalNanos() {
+            return 0;
+        }
+    }
+}

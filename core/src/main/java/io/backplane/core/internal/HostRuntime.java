@@ -1,0 +1,143 @@
+package io.backplane.core.internal;
+
+import static java.util.Objects.requireNonNull;
+
+import io.backplane.core.ModelControlMode;
+import io.backplane.core.plugin.PluginManager;
+import io.backplane.spi.BackplaneException;
+import jakarta.inject.Inject;
+import java.util.List;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The running core: start loads models as the control mode says; stop runs in reverse start
+ * order (poller, models, backends and plugin class loaders), collecting failures as suppressed
+ * exceptions. The state moves only forward, by compare-and-set.
+ */
+public final class HostRuntime {
+    private static final Logger log = LoggerFactory.getLogger(HostRuntime.class);
+
+    public enum State {
+        NEW,
+        STARTING,
+        RUNNING,
+        STOPPING,
+        STOPPED
+    }
+
+    private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
+    private final HostOptions options;
+    private final HostContext context;
+    private final PluginManager plugins;
+    private final ModelRegistry registry;
+    private @Nullable ScheduledExecutorService poller;
+
+    @Inject
+    public HostRuntime(HostOptions options, HostContext context, PluginManager plugins, ModelRegistry registry) {
+        this.options = requireNonNull(options, "options is null");
+        this.context = requireNonNull(context, "context is null");
+        this.plugins = requireNonNull(plugins, "plugins is null");
+        this.registry = requireNonNull(registry, "registry is null");
+    }
+
+    public HostContext context() {
+        return context;
+    }
+
+    public PluginManager plugins() {
+        return plugins;
+    }
+
+    public ModelRegistry registry() {
+        return registry;
+    }
+
+    public HostOptions options() {
+        return options;
+    }
+
+    public State state() {
+        return state.get();
+    }
+
+    /** Loads the initial models. In NONE and POLL modes a model that fails is logged and reported unavailable; the host still starts. */
+    public void start() {
+        if (!state.compareAndSet(State.NEW, State.STARTING)) {
+            throw new IllegalStateException("host already started");
+        }
+        List<String> toLoad = switch (options.controlMode()) {
+            case NONE, POLL -> registry.source().modelNames();
+            case EXPLICIT -> options.initialModels();
+        };
+        for (String name : toLoad) {
+            try {
+                registry.load(name);
+            } catch (BackplaneException e) {
+                if (options.controlMode() == ModelControlMode.EXPLICIT) {
+                    throw e;
+                }
+                log.error("model '{}' is unavailable: {}", name, e.getMessage());
+            }
+        }
+        if (options.controlMode() == ModelControlMode.POLL) {
+            ScheduledExecutorService p = Executors.newSingleThreadScheduledExecutor(r -> Thread.ofPlatform().daemon().name("backplane-repository-poll").unstarted(r));
+            long every = Math.max(1, options.pollInterval().toMillis());
+            p.scheduleWithFixedDelay(registry::poll, every, every, TimeUnit.MILLISECONDS);
+            poller = p;
+        }
+        state.set(State.RUNNING);
+    }
+
+    public boolean isRunning() {
+        return state.get() == State.RUNNING;
+    }
+
+    /** Stops admission, unloads everything within the unload deadline, closes backends and plugin loaders (L10). Idempotent. */
+    public void stop() {
+        State s = state.get();
+        while (s != State.STOPPING && s != State.STOPPED) {
+            if (state.compareAndSet(s, State.STOPPING)) {
+                break;
+            }
+            s = state.get();
+        }
+        if (s == State.STOPPING || s == State.STOPPED) {
+            return;
+        }
+        RuntimeException failure = null;
+        ScheduledExecutorService p = poller;
+        if (p != null) {
+            p.shutdownNow();
+            try {
+                p.awaitTermination(options.unloadTimeout().toMillis(), TimeUnit.MILLISECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        try {
+            registry.unloadAll();
+        } catch (RuntimeException e) {
+            failure = e;
+        }
+        context.close();
+        try {
+            plugins.close();
+        } catch (RuntimeException e) {
+            if (failure == null) {
+                failure = e;
+            } else {
+                failure.addSuppressed(e);
+            }
+        }
+        state.set(State.STOPPED);
+        if (failure != null) {
+            throw failure;
+        }
+    }
+}

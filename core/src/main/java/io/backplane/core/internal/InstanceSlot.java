@@ -1,0 +1,333 @@
+package io.backplane.core.internal;
+
+import static java.util.Objects.requireNonNull;
+
+import io.backplane.spi.host.HostListener.Outcome;
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.InstanceContext;
+import io.backplane.spi.Model;
+import io.backplane.spi.ModelContext;
+import io.backplane.spi.ModelInstance;
+import io.backplane.spi.ScheduledRequest;
+import io.backplane.spi.config.InstanceKind;
+import java.time.Duration;
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One instance of a model version and the worker thread that feeds it.
+ *
+ * <p>The worker pulls a batch from the batcher only when its instance is free, so requests that
+ * arrive while it executes join the next batch; {@code execute} is therefore never concurrent on
+ * one instance. Each created instance is an <em>incarnation</em> with its own generation: a
+ * failure reported by an old incarnation never kills its replacement (L8). Restarts back off
+ * exponentially between the host's minimum and maximum.
+ */
+final class InstanceSlot {
+    private static final Logger log = LoggerFactory.getLogger(InstanceSlot.class);
+    private static final long POLL_MILLIS = 100;
+
+    private final ModelVersion owner;
+    private final String name;
+    private final int index;
+    private final InstanceKind kind;
+    private final int deviceId;
+    private final AtomicLong generation = new AtomicLong();
+    private final AtomicLong failedGeneration = new AtomicLong(-1);
+    private volatile @Nullable ModelInstance instance;
+    private volatile List<RequestState> executing = List.of();
+    private volatile boolean running = true;
+    /** Held by whoever executes on this instance: the worker, or a caller running inline (caller-runs). */
+    private final java.util.concurrent.atomic.AtomicBoolean busy = new java.util.concurrent.atomic.AtomicBoolean();
+    private volatile @Nullable Thread worker;
+    private @Nullable Model model;
+
+    InstanceSlot(ModelVersion owner, String name, int index, InstanceKind kind, int deviceId) {
+        this.owner = requireNonNull(owner, "owner is null");
+        this.name = requireNonNull(name, "name is null");
+        this.index = index;
+        this.kind = requireNonNull(kind, "kind is null");
+        this.deviceId = deviceId;
+    }
+
+    /** Creates the first incarnation (failure fails the load) and starts the worker. */
+    void start(Model model) throws Exception {
+        this.model = model;
+        instance = create();
+        Thread t = Thread.ofPlatform().daemon().name("backplane-" + owner.name() + "-v" + owner.version() + "-" + name).unstarted(this::work);
+        worker = t;
+        t.start();
+    }
+
+    private ModelInstance create() throws Exception {
+        Incarnation inc = new Incarnation(generation.incrementAndGet());
+        return requireNonNull(requireNonNull(model, "model").createInstance(inc), "createInstance returned null for instance '" + name + "'");
+    }
+
+    boolean isReady() {
+        ModelInstance i = instance;
+        if (i == null || failedGeneration.get() == generation.get()) {
+            return false;
+        }
+        try {
+            return i.isReady();
+        } catch (Throwable t) {
+            return false;
+        }
+    }
+
+    private boolean needsRestart() {
+        return failedGeneration.get() == generation.get() || instance == null;
+    }
+
+    /** An incarnation reported failure (any thread): fail its executing requests, mark it for restart. */
+    private void failed(long gen, Throwable cause) {
+        if (gen != generation.get()) {
+            log.debug("instance '{}' of {}: ignoring a failure report from stale generation {}", name, owner, gen);
+            return;
+        }
+        long f;
+        do {
+            f = failedGeneration.get();
+            if (f >= gen) {
+                return; // already reported for this incarnation (idempotent)
+            }
+        } while (!failedGeneration.compareAndSet(f, gen));
+        log.warn("instance '{}' of {} failed (generation {}); it will be restarted", name, owner, gen, cause);
+        BackplaneException e = BackplaneException.unavailable("instance '" + name + "' of model '" + owner.name() + "' failed: "
+                + (cause.getMessage() == null ? cause.getClass().getName() : cause.getMessage()));
+        for (RequestState r : executing) {
+            if (!r.isClosed()) {
+                r.terminate(e, Outcome.OTHER, "instance-failure");
+            }
+        }
+    }
+
+    private void work() {
+        int failures = 0;
+        while (running) {
+            if (needsRestart()) {
+                failures = restart(failures);
+                continue;
+            }
+            List<ScheduledRequest> raw;
+            try {
+                raw = owner.batcher().nextBatch(owner.maxBatch(), POLL_MILLIS, TimeUnit.MILLISECONDS);
+            } catch (InterruptedException e) {
+                if (!running) {
+                    break;
+                }
+                continue;
+            } catch (Throwable t) {
+                log.error("the batcher of {} threw from nextBatch; the worker of instance '{}' goes on", owner, name, t);
+                sleepQuietly(10);
+                continue;
+            }
+            List<RequestState> batch = owner.guard(raw, name);
+            if (batch.isEmpty()) {
+                continue;
+            }
+            ModelInstance i = instance;
+            if (i == null || needsRestart()) {
+                BackplaneException e = BackplaneException.unavailable("instance '" + name + "' of model '" + owner.name() + "' is restarting");
+                for (RequestState r : batch) {
+                    r.terminate(e, Outcome.OTHER, "instance-restarting");
+                }
+                continue;
+            }
+            claim();
+            try {
+                execute(i, batch);
+            } finally {
+                busy.set(false);
+            }
+        }
+    }
+
+    /** The worker waits for a caller running inline to finish (rare: only with caller-runs). */
+    private void claim() {
+        while (!busy.compareAndSet(false, true)) {
+            java.util.concurrent.locks.LockSupport.parkNanos(20_000);
+        }
+    }
+
+    /**
+     * Caller-runs: executes {@code r} on the calling thread when this instance is idle and ready.
+     * Returns false (and does nothing) when it is not.
+     */
+    boolean tryRunInline(RequestState r) {
+        if (!busy.compareAndSet(false, true)) {
+            return false;
+        }
+        try {
+            ModelInstance i = instance;
+            if (i == null || needsRestart() || !running) {
+                return false;
+            }
+            if (!r.tryDispatch(owner.host().ticker().nanoTime())) {
+                return true; // cancelled meanwhile: it has ended
+            }
+            owner.host().listener().batchExecuted(owner.name(), owner.version(), 1, r.batchSize());
+            execute(i, List.of(r));
+            return true;
+        } finally {
+            busy.set(false);
+        }
+    }
+
+    private void execute(ModelInstance i, List<RequestState> batch) {
+        executing = batch;
+        List<ScheduledRequest> view = Collections.unmodifiableList(batch);
+        java.util.concurrent.ScheduledFuture<?> watchdog = null;
+        long limit = owner.executeTimeoutMillis();
+        if (limit > 0) {
+            long gen = generation.get();
+            Thread runner = Thread.currentThread();
+            watchdog = owner.host().watchdog().schedule(() -> {
+                if (executing == batch) {
+                    failed(gen, new java.util.concurrent.TimeoutException("execute did not return within the execute_timeout_ms of " + limit + " ms"));
+                    runner.interrupt();
+                }
+            }, limit, TimeUnit.MILLISECONDS);
+        }
+        try {
+            i.execute(view);
+        } catch (Throwable t) {
+            BackplaneException e = t instanceof BackplaneException be ? be
+                    : BackplaneException.wrap(t, "model '" + owner.name() + "' instance '" + name + "' failed to execute");
+            if (!(t instanceof BackplaneException)) {
+                log.warn("instance '{}' of {} threw from execute; failing the open requests of its batch", name, owner, t);
+            }
+            for (RequestState r : batch) {
+                if (!r.isClosed()) {
+                    r.terminate(e, Outcome.BACKEND, "execute-threw");
+                }
+            }
+            if (t instanceof InterruptedException || Thread.interrupted()) {
+                if (running) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        } finally {
+            executing = List.of();
+            if (watchdog != null) {
+                watchdog.cancel(false);
+                Thread.interrupted(); // an interrupt aimed at this execute must not leak into the next
+            }
+        }
+        if (!owner.decoupled()) {
+            for (RequestState r : batch) {
+                if (!r.isClosed()) {
+                    r.terminate(BackplaneException.internal("model '" + owner.name() + "' instance '" + name + "' returned from execute without answering "
+                            + r.describe() + "; a model that is not decoupled must send one response with FINAL for every request"),
+                            Outcome.BACKEND, "missing-response");
+                }
+            }
+        }
+    }
+
+    private int restart(int failures) {
+        closeInstance(owner.host().unloadTimeout());
+        Duration min = owner.host().restartBackoffMin();
+        Duration max = owner.host().restartBackoffMax();
+        long delay = Math.min(max.toMillis(), min.toMillis() << Math.min(failures, 20));
+        sleepQuietly(delay);
+        if (!running) {
+            return failures;
+        }
+        try {
+            ModelInstance created = create();
+            instance = created;
+            log.info("instance '{}' of {} restarted (generation {})", name, owner, generation.get());
+            owner.host().listener().instanceRestarted(owner.name(), owner.version(), name);
+            return 0;
+        } catch (Throwable t) {
+            log.warn("instance '{}' of {} failed to restart (attempt {}); retrying in up to {} ms", name, owner, failures + 1, max.toMillis(), t);
+            instance = null;
+            return failures + 1;
+        }
+    }
+
+    private void sleepQuietly(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            if (running) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    void stop() {
+        running = false;
+    }
+
+    /** Waits for the worker to leave; interrupts it if it is still inside execute at the end. */
+    void join(Duration limit) {
+        Thread t = worker;
+        if (t == null || t == Thread.currentThread()) {
+            return;
+        }
+        try {
+            if (!t.join(limit)) {
+                log.warn("instance '{}' of {} is still executing after the unload deadline; interrupting it", name, owner);
+                t.interrupt();
+                t.join(Duration.ofMillis(200));
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /** Closes the current incarnation, if any, within {@code limit}. Idempotent. */
+    void closeInstance(Duration limit) {
+        ModelInstance i = instance;
+        instance = null;
+        if (i != null) {
+            Bounded.run("instance-close-" + name, limit, i::close);
+        }
+    }
+
+    private final class Incarnation implements InstanceContext {
+        private final long gen;
+
+        Incarnation(long gen) {
+            this.gen = gen;
+        }
+
+        @Override
+        public String name() {
+            return name;
+        }
+
+        @Override
+        public int index() {
+            return index;
+        }
+
+        @Override
+        public InstanceKind kind() {
+            return kind;
+        }
+
+        @Override
+        public int deviceId() {
+            return deviceId;
+        }
+
+        @Override
+        public ModelContext model() {
+            return owner;
+        }
+
+        @Override
+        public void reportFailure(Throwable cause) {
+            failed(gen, requireNonNull(cause, "cause is null"));
+        }
+    }
+}

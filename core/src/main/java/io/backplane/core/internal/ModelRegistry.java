@@ -1,0 +1,364 @@
+package io.backplane.core.internal;
+
+import static java.util.Objects.requireNonNull;
+
+import io.backplane.spi.host.ModelMetadata;
+import io.backplane.spi.host.ModelState;
+import io.backplane.spi.host.ModelStatus;
+import io.backplane.core.plugin.PluginManager;
+import io.backplane.spi.Backend;
+import io.backplane.spi.BackendContext;
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.BatcherFactory;
+import io.backplane.spi.ErrorCode;
+import io.backplane.spi.InferenceRequest;
+import io.backplane.spi.ModelContext;
+import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.config.TensorConfig;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.NavigableMap;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.UnaryOperator;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Every model the host knows and its loaded versions. Loads and unloads of one model are
+ * serialized by that model's lock; requests route without locks through a volatile map that a
+ * load replaces in one write (L9: the new versions load beside the old, the swap is atomic, a
+ * failed load keeps the old versions serving).
+ */
+public final class ModelRegistry {
+    private static final Logger log = LoggerFactory.getLogger(ModelRegistry.class);
+
+    private final ModelSource source;
+    private final PluginManager plugins;
+    private final HostContext host;
+    private final UnaryOperator<ModelConfig> validator;
+    private final Map<String, Entry> entries = new ConcurrentHashMap<>();
+
+    private static final class Entry {
+        final String name;
+        final ReentrantLock lock = new ReentrantLock();
+        volatile NavigableMap<Long, ModelVersion> versions = Collections.emptyNavigableMap();
+        volatile String lastError = "";
+        volatile String fingerprint = "";
+        volatile boolean loading;
+
+        Entry(String name) {
+            this.name = name;
+        }
+    }
+
+    public ModelRegistry(ModelSource source, PluginManager plugins, HostContext host, UnaryOperator<ModelConfig> validator) {
+        this.source = requireNonNull(source, "source is null");
+        this.plugins = requireNonNull(plugins, "plugins is null");
+        this.host = requireNonNull(host, "host is null");
+        this.validator = requireNonNull(validator, "validator is null");
+    }
+
+    public ModelSource source() {
+        return source;
+    }
+
+    /**
+     * Loads (or reloads) a model: every version its policy serves, beside the current ones; on
+     * success they replace the current ones atomically and the old versions unload.
+     *
+     * @throws BackplaneException the reason the load failed; the old versions keep serving
+     */
+    public void load(String name) {
+        Entry e = entries.computeIfAbsent(name, Entry::new);
+        e.lock.lock();
+        e.loading = true;
+        try {
+            ModelSource.Definition def;
+            try {
+                def = source.read(name);
+            } catch (BackplaneException ex) {
+                e.lastError = ex.getMessage();
+                throw ex;
+            }
+            List<ModelVersion> loaded = new ArrayList<>();
+            try {
+                ModelConfig declared = def.config();
+                String backendName = declared.backend().isEmpty() ? declared.platform() : declared.backend();
+                if (backendName.isEmpty()) {
+                    throw BackplaneException.invalid("model '" + name + "' names neither a backend nor a platform in its config.pbtxt; add e.g. backend: \"python\"");
+                }
+                Backend backend = plugins.backend(backendName, name);
+                BackendContext bctx = plugins.contextFor(backendName);
+                long newest = def.versions().isEmpty() ? 1 : def.versions().getLast();
+                ModelConfig completed = backend.autoCompleteConfig(new SimpleContext(name, newest, declared, def.directory(), bctx));
+                ModelConfig config = validator.apply(requireNonNull(completed, "autoCompleteConfig returned null"));
+                BatcherFactory batcher = plugins.batcher(batcherName(config), name);
+                if (def.versions().isEmpty()) {
+                    throw new BackplaneException(ErrorCode.NOT_FOUND, "model '" + name + "' has no version folder to serve in " + def.directory()
+                            + "; add a numeric folder such as " + def.directory().resolve("1"));
+                }
+                for (long v : def.versions()) {
+                    loaded.add(ModelVersion.load(name, v, config, def.directory(), backend, bctx, batcher, host));
+                }
+            } catch (Throwable t) {
+                for (ModelVersion v : loaded) {
+                    v.unload(host.unloadTimeout());
+                }
+                BackplaneException ex = BackplaneException.wrap(t, "model '" + name + "' failed to load");
+                e.lastError = ex.getMessage();
+                log.error("{}", ex.getMessage(), t instanceof BackplaneException ? null : t);
+                throw ex;
+            }
+            NavigableMap<Long, ModelVersion> next = new TreeMap<>();
+            for (ModelVersion v : loaded) {
+                next.put(v.version(), v);
+            }
+            NavigableMap<Long, ModelVersion> old = e.versions;
+            e.versions = Collections.unmodifiableNavigableMap(next);
+            e.fingerprint = def.fingerprint();
+            e.lastError = "";
+            for (ModelVersion v : old.values()) {
+                v.unload(host.unloadTimeout());
+            }
+        } finally {
+            e.loading = false;
+            e.lock.unlock();
+        }
+    }
+
+    private static String batcherName(ModelConfig config) {
+        String explicit = config.parameters().get("batcher");
+        if (explicit != null && !explicit.isBlank()) {
+            return explicit;
+        }
+        return config.dynamicBatching() != null ? "dynamic" : "none";
+    }
+
+    /** Unloads every version of a model (L7); returns when they are unloaded. Idempotent. */
+    public void unload(String name) {
+        Entry e = entries.get(name);
+        if (e == null) {
+            if (!source.modelNames().contains(name)) {
+                throw new BackplaneException(ErrorCode.NOT_FOUND, "unknown model '" + name + "'; known models: " + source.modelNames());
+            }
+            return;
+        }
+        e.lock.lock();
+        try {
+            NavigableMap<Long, ModelVersion> old = e.versions;
+            e.versions = Collections.emptyNavigableMap();
+            e.fingerprint = "";
+            for (ModelVersion v : old.values()) {
+                v.unload(host.unloadTimeout());
+            }
+        } finally {
+            e.lock.unlock();
+        }
+    }
+
+    /**
+     * The version a request goes to: the one it names, or the newest ready one.
+     *
+     * @throws BackplaneException NOT_FOUND for an unknown model or version, UNAVAILABLE when none is loaded
+     */
+    public ModelVersion route(String name, long version) {
+        Entry e = entries.get(name);
+        NavigableMap<Long, ModelVersion> versions = e == null ? Collections.emptyNavigableMap() : e.versions;
+        if (versions.isEmpty()) {
+            if (e == null && !source.modelNames().contains(name)) {
+                throw new BackplaneException(ErrorCode.NOT_FOUND, "unknown model '" + name + "'; loaded models: " + loadedNames());
+            }
+            String why = e == null || e.lastError.isEmpty() ? "" : ": " + e.lastError;
+            throw new BackplaneException(ErrorCode.UNAVAILABLE, "model '" + name + "' is not loaded" + why);
+        }
+        if (version == InferenceRequest.LATEST) {
+            for (ModelVersion v : versions.descendingMap().values()) {
+                if (v.state() == ModelState.READY) {
+                    return v;
+                }
+            }
+            return versions.lastEntry().getValue();
+        }
+        ModelVersion v = versions.get(version);
+        if (v == null) {
+            throw new BackplaneException(ErrorCode.NOT_FOUND, "model '" + name + "' has no version " + version + " loaded; loaded versions: "
+                    + versions.keySet());
+        }
+        return v;
+    }
+
+    /** Admits a request, retrying once when it raced a reload's swap. */
+    public RequestState admit(InferenceRequest request, ResponseSink sink) {
+        for (int attempt = 0;; attempt++) {
+            ModelVersion v = route(request.modelName(), request.modelVersion());
+            try {
+                return v.admit(request, sink);
+            } catch (BackplaneException ex) {
+                if (ex.code() != ErrorCode.UNAVAILABLE || attempt >= 2) {
+                    throw ex;
+                }
+                Entry e = entries.get(request.modelName());
+                if (e == null || e.versions.containsValue(v)) {
+                    throw ex;
+                }
+            }
+        }
+    }
+
+    public List<String> loadedNames() {
+        List<String> out = new ArrayList<>();
+        entries.forEach((n, e) -> {
+            if (!e.versions.isEmpty()) {
+                out.add(n);
+            }
+        });
+        Collections.sort(out);
+        return out;
+    }
+
+    public boolean isReady(String name, long version) {
+        try {
+            return route(name, version).isReady();
+        } catch (BackplaneException e) {
+            return false;
+        }
+    }
+
+    /** Whether every loaded model has a ready version (Triton's strict server readiness). */
+    public boolean allReady() {
+        for (Entry e : entries.values()) {
+            if (e.loading) {
+                continue;
+            }
+            for (ModelVersion v : e.versions.values()) {
+                if (!v.isReady()) {
+                    return false;
+                }
+            }
+        }
+        return true;
+    }
+
+    public ModelConfig config(String name, long version) {
+        return route(name, version).config();
+    }
+
+    public ModelMetadata metadata(String name, long version) {
+        ModelVersion v = route(name, version);
+        ModelConfig c = v.config();
+        Entry e = requireNonNull(entries.get(name));
+        return new ModelMetadata(name, List.copyOf(e.versions.keySet()), c.platform(), c.backend(), tensors(c, c.inputs()), tensors(c, c.outputs()));
+    }
+
+    private static List<ModelMetadata.TensorMetadata> tensors(ModelConfig c, List<TensorConfig> list) {
+        List<ModelMetadata.TensorMetadata> out = new ArrayList<>();
+        for (TensorConfig t : list) {
+            List<Long> shape = new ArrayList<>();
+            if (c.batches()) {
+                shape.add(-1L);
+            }
+            shape.addAll(t.dims());
+            out.add(new ModelMetadata.TensorMetadata(t.name(), t.dataType(), shape));
+        }
+        return out;
+    }
+
+    /** The repository index: every known model, with the state of each loaded version. */
+    public List<ModelStatus> index() {
+        List<ModelStatus> out = new ArrayList<>();
+        java.util.TreeSet<String> names = new java.util.TreeSet<>(entries.keySet());
+        try {
+            names.addAll(source.modelNames());
+        } catch (RuntimeException ex) {
+            log.warn("cannot list the model repository: {}", ex.getMessage());
+        }
+        for (String n : names) {
+            Entry e = entries.get(n);
+            if (e == null || e.versions.isEmpty()) {
+                ModelState st = e != null && e.loading ? ModelState.LOADING : ModelState.UNAVAILABLE;
+                out.add(new ModelStatus(n, 0, st, e == null ? "not loaded" : e.lastError.isEmpty() ? "unloaded" : e.lastError));
+                continue;
+            }
+            for (ModelVersion v : e.versions.values()) {
+                ModelState st = v.state() == ModelState.READY && !v.isReady() ? ModelState.UNAVAILABLE : v.state();
+                out.add(new ModelStatus(n, v.version(), st, v.reason()));
+            }
+        }
+        return out;
+    }
+
+    /** Poll mode: loads new and changed models, unloads removed ones; failures are logged. */
+    public void poll() {
+        Map<String, String> now;
+        try {
+            now = source.fingerprints();
+        } catch (RuntimeException ex) {
+            log.warn("repository poll failed: {}", ex.getMessage());
+            return;
+        }
+        now.forEach((name, fp) -> {
+            Entry e = entries.get(name);
+            if (e != null && fp.equals(e.fingerprint)) {
+                return;
+            }
+            try {
+                log.info("repository poll: {} model '{}'", e == null || e.versions.isEmpty() ? "loading" : "reloading", name);
+                load(name);
+            } catch (BackplaneException ex) {
+                entries.get(name).fingerprint = fp; // do not retry an unchanged broken model on every poll
+                log.warn("repository poll: model '{}' failed to load: {}", name, ex.getMessage());
+            }
+        });
+        for (Entry e : List.copyOf(entries.values())) {
+            if (!now.containsKey(e.name) && !e.versions.isEmpty()) {
+                log.info("repository poll: model '{}' was removed; unloading it", e.name);
+                unload(e.name);
+            }
+        }
+    }
+
+    /** Unloads everything, models in parallel so the total stays within one deadline (L10). */
+    public void unloadAll() {
+        List<Thread> threads = new ArrayList<>();
+        for (String n : List.copyOf(entries.keySet())) {
+            threads.add(Thread.ofPlatform().name("backplane-unload-" + n).start(() -> {
+                try {
+                    unload(n);
+                } catch (RuntimeException ex) {
+                    log.warn("unloading model '{}' failed", n, ex);
+                }
+            }));
+        }
+        for (Thread t : threads) {
+            try {
+                t.join();
+            } catch (InterruptedException ex) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+    }
+
+    /** Open requests across every loaded version (for tests and diagnostics). */
+    public int openRequests() {
+        int n = 0;
+        for (Entry e : entries.values()) {
+            for (ModelVersion v : e.versions.values()) {
+                n += v.openRequestIds().size();
+            }
+        }
+        return n;
+    }
+
+    private record SimpleContext(String name, long version, ModelConfig config, Path modelDirectory, BackendContext backend) implements ModelContext {
+        @Override
+        public Path versionDirectory() {
+            return modelDirectory.resolve(Long.toString(version));
+        }
+    }
+}

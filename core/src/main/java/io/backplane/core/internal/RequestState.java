@@ -1,0 +1,271 @@
+package io.backplane.core.internal;
+
+import static java.util.Objects.requireNonNull;
+
+import io.backplane.spi.host.HostListener.Outcome;
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.ErrorCode;
+import io.backplane.spi.InferenceRequest;
+import io.backplane.spi.InferenceResponse;
+import io.backplane.spi.ResponseSender;
+import io.backplane.spi.ScheduledRequest;
+import io.backplane.spi.Tensor;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One accepted request: its scheduling state and its response sender.
+ *
+ * <p>Two independent compare-and-set words make the lifecycle guarantees:
+ * <ul>
+ *   <li>{@code open} (OPEN → CLOSED) is the one idempotent release (L1, L4): whoever wins it —
+ *       a FINAL send, an error path, cancellation, a timeout, unload — delivers the terminal
+ *       outcome and releases the model-version hold; every loser is a no-op, counted.</li>
+ *   <li>{@code phase} (QUEUED → DISPATCHED, or QUEUED → WITHDRAWN) makes a request execute at
+ *       most once (B1) and lets a queued request be cancelled or timed out without racing the
+ *       worker that takes it.</li>
+ * </ul>
+ * Sends of decoupled models are serialized on this object so that a streaming observer never
+ * sees two calls at once; a plain model's single FINAL needs only the CAS.
+ */
+public final class RequestState implements ScheduledRequest, ResponseSender {
+    private static final Logger log = LoggerFactory.getLogger(RequestState.class);
+
+    private static final int OPEN = 0;
+    private static final int CLOSED = 1;
+    static final int QUEUED = 0;
+    static final int DISPATCHED = 1;
+    static final int WITHDRAWN = 2;
+
+    private final long id;
+    private final InferenceRequest request;
+    private final ModelVersion model;
+    private final ResponseSink sink;
+    private final int batchSize;
+    private final int priorityLevel;
+    private final long arrivalNanos;
+    private final AtomicInteger open = new AtomicInteger(OPEN);
+    private final AtomicInteger phase = new AtomicInteger(QUEUED);
+    private volatile boolean cancelled;
+    private volatile long dispatchNanos;
+
+    RequestState(long id, InferenceRequest request, ModelVersion model, ResponseSink sink, int batchSize, int priorityLevel, long arrivalNanos) {
+        this.id = id;
+        this.request = requireNonNull(request, "request is null");
+        this.model = requireNonNull(model, "model is null");
+        this.sink = requireNonNull(sink, "sink is null");
+        this.batchSize = batchSize;
+        this.priorityLevel = priorityLevel;
+        this.arrivalNanos = arrivalNanos;
+    }
+
+    @Override
+    public long id() {
+        return id;
+    }
+
+    @Override
+    public InferenceRequest request() {
+        return request;
+    }
+
+    @Override
+    public ResponseSender sender() {
+        return this;
+    }
+
+    @Override
+    public boolean isCancelled() {
+        return cancelled;
+    }
+
+    @Override
+    public boolean isDone() {
+        return open.get() == CLOSED;
+    }
+
+    @Override
+    public boolean isClosed() {
+        return open.get() == CLOSED;
+    }
+
+    @Override
+    public int batchSize() {
+        return batchSize;
+    }
+
+    @Override
+    public int priorityLevel() {
+        return priorityLevel;
+    }
+
+    @Override
+    public long arrivalNanos() {
+        return arrivalNanos;
+    }
+
+    ModelVersion model() {
+        return model;
+    }
+
+    // ---- the backend's side: ResponseSender ----
+
+    @Override
+    public void send(@Nullable InferenceResponse response, int flags) {
+        if ((flags & ~FINAL) != 0) {
+            throw new IllegalArgumentException("unknown response flags " + flags + " for " + describe() + ": use 0 or ResponseSender.FINAL");
+        }
+        boolean fin = flags == FINAL;
+        if (!model.decoupled()) {
+            if (!fin) {
+                throw new IllegalStateException(describe() + " belongs to a model that is not decoupled: send its single response with FINAL");
+            }
+            if (response == null) {
+                throw new IllegalStateException(describe() + " belongs to a model that is not decoupled: a FINAL must carry the response");
+            }
+            if (!open.compareAndSet(OPEN, CLOSED)) {
+                throw closedError();
+            }
+            finish(response);
+            return;
+        }
+        if (response == null && !fin) {
+            throw new IllegalArgumentException("a null response is allowed only with FINAL (" + describe() + ")");
+        }
+        synchronized (this) {
+            if (open.get() == CLOSED) {
+                throw closedError();
+            }
+            if (!fin) {
+                deliver(() -> sink.partial(stamp(response)));
+                return;
+            }
+            open.set(CLOSED);
+            finish(response);
+        }
+    }
+
+    /** Releases the hold first (L3: a client that saw the FINAL finds the version free), then delivers. */
+    private void finish(@Nullable InferenceResponse response) {
+        BackplaneException e = response == null ? null : response.error();
+        if (e != null) {
+            model.release(this, e.code() == ErrorCode.CANCELLED ? Outcome.CANCELED : Outcome.BACKEND);
+            deliver(() -> sink.failed(e));
+        } else {
+            model.release(this, Outcome.SUCCESS);
+            InferenceResponse last = response == null ? null : stamp(response);
+            deliver(() -> sink.last(last));
+        }
+    }
+
+    private IllegalStateException closedError() {
+        return new IllegalStateException("response sender of " + describe()
+                + " is closed: a FINAL was already sent or the host ended the request; nothing was sent");
+    }
+
+    // ---- the core's side ----
+
+    /**
+     * Ends the request with {@code error} unless it already ended (L4: one idempotent release).
+     *
+     * @return whether this call ended it
+     */
+    public boolean terminate(BackplaneException error, Outcome outcome, String path) {
+        if (model.decoupled()) {
+            synchronized (this) {
+                if (!open.compareAndSet(OPEN, CLOSED)) {
+                    model.host().duplicateRelease(model.name(), model.version(), id, path);
+                    return false;
+                }
+                model.release(this, outcome);
+                deliver(() -> sink.failed(error));
+            }
+            return true;
+        }
+        if (!open.compareAndSet(OPEN, CLOSED)) {
+            model.host().duplicateRelease(model.name(), model.version(), id, path);
+            return false;
+        }
+        model.release(this, outcome);
+        deliver(() -> sink.failed(error));
+        return true;
+    }
+
+    /** Takes the request out of the queue for execution; false if it was cancelled, timed out or already taken (B1). */
+    boolean tryDispatch(long now) {
+        if (phase.compareAndSet(QUEUED, DISPATCHED)) {
+            dispatchNanos = now;
+            return true;
+        }
+        return false;
+    }
+
+    /** Takes a queued request out for good (cancel, timeout, unload); false if a worker already took it. */
+    boolean tryWithdraw() {
+        return phase.compareAndSet(QUEUED, WITHDRAWN);
+    }
+
+    int phase() {
+        return phase.get();
+    }
+
+    long dispatchNanos() {
+        return dispatchNanos;
+    }
+
+    /**
+     * Cancels (B6): a queued request ends at once with CANCELLED; an executing one is flagged for
+     * its backend, which still ends it.
+     *
+     * @return whether the request was still open
+     */
+    public boolean cancel() {
+        cancelled = true;
+        if (tryWithdraw()) {
+            model.withdrawn(this);
+            terminate(new BackplaneException(ErrorCode.CANCELLED, describe() + " was cancelled while queued"), Outcome.CANCELED, "cancel");
+            return true;
+        }
+        return !isClosed();
+    }
+
+    private InferenceResponse stamp(InferenceResponse r) {
+        List<String> wanted = request.requestedOutputs();
+        InferenceResponse out = r;
+        if (!wanted.isEmpty() && r.error() == null) {
+            List<Tensor> kept = new ArrayList<>(wanted.size());
+            for (Tensor t : r.outputs()) {
+                if (wanted.contains(t.name())) {
+                    kept.add(t);
+                }
+            }
+            if (kept.size() != r.outputs().size()) {
+                out = InferenceResponse.of(kept, r.parameters());
+            }
+        }
+        return out.stamped(model.name(), model.version(), request.id());
+    }
+
+    private void deliver(Runnable call) {
+        try {
+            call.run();
+        } catch (RuntimeException | Error e) {
+            log.warn("the receiver of {} threw while taking a response; the request is unaffected", describe(), e);
+        }
+    }
+
+    /** "request #12 (model 'm' version 1)". */
+    public String describe() {
+        return "request #" + id + (request.id().isEmpty() ? "" : " (id '" + request.id() + "')") + " to model '" + model.name()
+                + "' version " + model.version();
+    }
+
+    @Override
+    public String toString() {
+        return describe();
+    }
+}

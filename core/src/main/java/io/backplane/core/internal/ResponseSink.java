@@ -1,0 +1,21 @@
+package io.backplane.core.internal;
+
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.InferenceResponse;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Where a request's responses go: a future or a streaming observer. Called by
+ * {@link RequestState} only, never concurrently for one request, and {@link #last} or
+ * {@link #failed} exactly once, last.
+ */
+public interface ResponseSink {
+    /** A non-final response (decoupled models only). */
+    void partial(InferenceResponse response);
+
+    /** The request ended normally; {@code last} is the final response, or null for a FINAL-only send. */
+    void last(@Nullable InferenceResponse last);
+
+    /** The request ended with an error. */
+    void failed(BackplaneException error);
+}

@@ -1,0 +1,390 @@
+package io.backplane.core.plugin;
+
+import static java.util.Objects.requireNonNull;
+
+import io.backplane.spi.Backend;
+import io.backplane.spi.BackendContext;
+import io.backplane.spi.BackendFactory;
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.Batcher;
+import io.backplane.spi.BatcherContext;
+import io.backplane.spi.BatcherFactory;
+import io.backplane.spi.ErrorCode;
+import io.backplane.spi.Spi;
+import io.backplane.spi.host.FrontendFactory;
+import io.github.classgraph.ClassGraph;
+import io.github.classgraph.ClassInfo;
+import io.github.classgraph.ScanResult;
+import java.io.IOException;
+import java.net.URL;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.ServiceConfigurationError;
+import java.util.ServiceLoader;
+import java.util.TreeSet;
+import java.util.stream.Stream;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Finds backends and batchers: those registered in code, those on the host's class path, and
+ * those in a backends directory with one {@link PluginClassLoader} per sub-directory.
+ *
+ * <p>Discovery is defensive and talkative: a broken provider is logged and skipped, a duplicate
+ * name is refused naming both sources, and "unknown backend" lists what is available, plus
+ * (through a ClassGraph scan) implementations that exist but are not registered.
+ */
+public final class PluginManager implements AutoCloseable {
+    private static final Logger log = LoggerFactory.getLogger(PluginManager.class);
+
+    /** A discovered factory, where it came from, and the loader its calls must run under. */
+    public record Provided<T>(T factory, String name, ClassLoader loader, String source) {
+    }
+
+    private final ClassLoader hostLoader;
+    private final List<PluginClassLoader> pluginLoaders = new ArrayList<>();
+    private final Map<String, Provided<BackendFactory>> backends = new LinkedHashMap<>();
+    private final Map<String, String> backendAliases = new LinkedHashMap<>();
+    private final Map<String, Provided<BatcherFactory>> batchers = new LinkedHashMap<>();
+    private final Map<String, Provided<FrontendFactory>> frontends = new LinkedHashMap<>();
+    private final Map<String, Backend> created = new LinkedHashMap<>();
+    private final Map<String, Map<String, String>> backendOptions;
+    private final Path workRoot;
+    private final @Nullable Path backendsDirectory;
+
+    public PluginManager(List<BackendFactory> explicitBackends, List<BatcherFactory> explicitBatchers, @Nullable Path backendsDirectory,
+            ClassLoader hostLoader, Map<String, Map<String, String>> backendOptions, Path workRoot) {
+        this.hostLoader = requireNonNull(hostLoader, "hostLoader is null");
+        this.backendOptions = Map.copyOf(backendOptions);
+        this.workRoot = requireNonNull(workRoot, "workRoot is null");
+        this.backendsDirectory = backendsDirectory;
+        for (BackendFactory f : explicitBackends) {
+            registerBackend(new Provided<>(f, f.name(), loaderOf(f), "registered in code (" + f.getClass().getName() + ")"), true);
+        }
+        for (BatcherFactory f : explicitBatchers) {
+            registerBatcher(new Provided<>(f, f.name(), loaderOf(f), "registered in code (" + f.getClass().getName() + ")"), true);
+        }
+        discover(hostLoader, "class path");
+        if (backendsDirectory != null) {
+            scanDirectory(backendsDirectory);
+        }
+    }
+
+    private ClassLoader loaderOf(Object o) {
+        ClassLoader l = o.getClass().getClassLoader();
+        return l == null ? hostLoader : l;
+    }
+
+    private void scanDirectory(Path dir) {
+        if (!Files.isDirectory(dir)) {
+            throw BackplaneException.invalid("backends directory '" + dir + "' does not exist or is not a directory");
+        }
+        List<Path> subdirs;
+        try (Stream<Path> s = Files.list(dir)) {
+            subdirs = s.filter(Files::isDirectory).filter(p -> !p.getFileName().toString().startsWith(".")).sorted().toList();
+        } catch (IOException e) {
+            throw new BackplaneException(ErrorCode.INVALID_ARGUMENT, "cannot list backends directory '" + dir + "': " + e.getMessage(), e);
+        }
+        for (Path sub : subdirs) {
+            List<URL> jars = jarsIn(sub);
+            if (jars.isEmpty()) {
+                log.warn("plugin directory '{}' has no jars; skipped", sub);
+                continue;
+            }
+            PluginClassLoader loader = new PluginClassLoader(sub.getFileName().toString(), jars, hostLoader);
+            pluginLoaders.add(loader);
+            discover(loader, "plugin directory " + sub);
+        }
+    }
+
+    private static List<URL> jarsIn(Path dir) {
+        List<URL> urls = new ArrayList<>();
+        for (Path d : List.of(dir, dir.resolve("lib"))) {
+            if (!Files.isDirectory(d)) {
+                continue;
+            }
+            try (Stream<Path> s = Files.list(d)) {
+                for (Path jar : s.filter(p -> p.toString().endsWith(".jar")).sorted().toList()) {
+                    urls.add(jar.toUri().toURL());
+                }
+            } catch (IOException e) {
+                throw new BackplaneException(ErrorCode.INVALID_ARGUMENT, "cannot read plugin directory '" + d + "': " + e.getMessage(), e);
+            }
+        }
+        return urls;
+    }
+
+    private void discover(ClassLoader loader, String source) {
+        for (BackendFactory f : load(BackendFactory.class, loader, source)) {
+            registerBackend(new Provided<>(f, safeName(f::name, f), loader, source + " (" + jarOf(f) + ")"), false);
+        }
+        for (BatcherFactory f : load(BatcherFactory.class, loader, source)) {
+            registerBatcher(new Provided<>(f, safeName(f::name, f), loader, source + " (" + jarOf(f) + ")"), false);
+        }
+        for (FrontendFactory f : load(FrontendFactory.class, loader, source)) {
+            registerFrontend(new Provided<>(f, safeName(f::name, f), loader, source + " (" + jarOf(f) + ")"));
+        }
+    }
+
+    /** Every provider of {@code service} that {@code loader} itself defines; broken providers are logged and skipped. */
+    private static <T> List<T> load(Class<T> service, ClassLoader loader, String source) {
+        List<T> out = new ArrayList<>();
+        Iterator<T> it = ServiceLoader.load(service, loader).iterator();
+        while (true) {
+            T f;
+            try {
+                if (!it.hasNext()) {
+                    break;
+                }
+                f = it.next();
+            } catch (ServiceConfigurationError e) {
+                log.error("skipping a broken {} provider in {}: {}", service.getSimpleName(), source, e.getMessage(), e);
+                continue;
+            }
+            if (loader instanceof PluginClassLoader && f.getClass().getClassLoader() != loader) {
+                continue; // visible through a parent, registered from there
+            }
+            out.add(f);
+        }
+        return out;
+    }
+
+    private void registerFrontend(Provided<FrontendFactory> p) {
+        if (p.factory().spiVersion() > Spi.VERSION) {
+            log.error("refusing frontend '{}' from {}: built against SPI version {}, newer than this host's {}", p.name(), p.source(),
+                    p.factory().spiVersion(), Spi.VERSION);
+            return;
+        }
+        Provided<FrontendFactory> existing = frontends.get(p.name());
+        if (existing != null) {
+            if (existing.factory().getClass() == p.factory().getClass()) {
+                return;
+            }
+            throw BackplaneException.invalid("frontend name '" + p.name() + "' is provided twice: by " + existing.source() + " and by " + p.source()
+                    + "; remove one of them");
+        }
+        frontends.put(p.name(), p);
+        log.info("frontend '{}' from {}", p.name(), p.source());
+    }
+
+    /** Every discovered frontend, in discovery order. */
+    public List<Provided<FrontendFactory>> frontends() {
+        return List.copyOf(frontends.values());
+    }
+
+    private static String safeName(java.util.function.Supplier<String> name, Object f) {
+        String n = name.get();
+        if (n == null || n.isBlank()) {
+            throw BackplaneException.invalid("plugin " + f.getClass().getName() + " returned an empty name; every backend and batcher needs one");
+        }
+        return n.toLowerCase(Locale.ROOT);
+    }
+
+    private static String jarOf(Object o) {
+        var cs = o.getClass().getProtectionDomain().getCodeSource();
+        return cs == null || cs.getLocation() == null ? "unknown location" : cs.getLocation().toString();
+    }
+
+    private void registerBackend(Provided<BackendFactory> p, boolean explicit) {
+        int v = p.factory().spiVersion();
+        if (v > Spi.VERSION) {
+            log.error("refusing backend '{}' from {}: built against SPI version {}, but this host has SPI version {}; upgrade Backplane",
+                    p.name(), p.source(), v, Spi.VERSION);
+            return;
+        }
+        Provided<BackendFactory> existing = backends.get(p.name());
+        if (existing != null) {
+            if (existing.source().startsWith("registered in code")) {
+                log.info("backend '{}' registered in code takes precedence over the one in {}", p.name(), p.source());
+                return;
+            }
+            if (existing.factory().getClass() == p.factory().getClass()) {
+                return;
+            }
+            throw BackplaneException.invalid("backend name '" + p.name() + "' is provided twice: by " + existing.source() + " and by " + p.source()
+                    + "; remove one of them");
+        }
+        backends.put(p.name(), p);
+        for (String alias : p.factory().aliases()) {
+            backendAliases.putIfAbsent(alias.toLowerCase(Locale.ROOT), p.name());
+        }
+        log.info("backend '{}' (SPI version {}) from {}{}", p.name(), v, p.source(), explicit ? "" : "");
+    }
+
+    private void registerBatcher(Provided<BatcherFactory> p, boolean explicit) {
+        int v = p.factory().spiVersion();
+        if (v > Spi.VERSION) {
+            log.error("refusing batcher '{}' from {}: built against SPI version {}, newer than this host's {}", p.name(), p.source(), v, Spi.VERSION);
+            return;
+        }
+        Provided<BatcherFactory> existing = batchers.get(p.name());
+        if (existing != null) {
+            if (existing.source().startsWith("registered in code") || existing.factory().getClass() == p.factory().getClass()) {
+                return;
+            }
+            throw BackplaneException.invalid("batcher name '" + p.name() + "' is provided twice: by " + existing.source() + " and by " + p.source()
+                    + "; remove one of them");
+        }
+        batchers.put(p.name(), p);
+        log.debug("batcher '{}' from {}{}", p.name(), p.source(), explicit ? " (explicit)" : "");
+    }
+
+    /** Names of every available backend (not aliases), sorted. */
+    public List<String> backendNames() {
+        return new TreeSet<>(backends.keySet()).stream().toList();
+    }
+
+    public List<String> batcherNames() {
+        return new TreeSet<>(batchers.keySet()).stream().toList();
+    }
+
+    /** The backend for a config's {@code backend} or {@code platform}, created on first use (once). */
+    public synchronized Backend backend(String backendOrPlatform, String forModel) {
+        String key = backendOrPlatform.toLowerCase(Locale.ROOT);
+        String name = backends.containsKey(key) ? key : backendAliases.get(key);
+        if (name == null) {
+            throw new BackplaneException(ErrorCode.NOT_FOUND, "model '" + forModel + "' asks for backend '" + backendOrPlatform
+                    + "', which is not installed; available backends: " + backendNames() + unregisteredHint());
+        }
+        Backend b = created.get(name);
+        if (b != null) {
+            return b;
+        }
+        Provided<BackendFactory> p = requireNonNull(backends.get(name));
+        Backend made;
+        try (var _ = ThreadContextClassLoader.swap(p.loader())) {
+            made = requireNonNull(p.factory().create(contextFor(name)), "backend factory '" + name + "' returned null");
+        } catch (Throwable t) {
+            throw BackplaneException.wrap(t, "backend '" + name + "' (from " + p.source() + ") failed to start");
+        }
+        Backend safe = p.loader() == hostLoader ? made : new ClassLoaderSafeBackend(made, p.loader());
+        created.put(name, safe);
+        return safe;
+    }
+
+    /** The context a backend receives: its name, options and a private work directory. */
+    public BackendContext contextFor(String name) {
+        Path work = workRoot.resolve(name);
+        try {
+            Files.createDirectories(work);
+        } catch (IOException e) {
+            throw new BackplaneException(ErrorCode.INTERNAL, "cannot create work directory '" + work + "': " + e.getMessage(), e);
+        }
+        Map<String, String> options = backendOptions.getOrDefault(name, Map.of());
+        return new BackendContext() {
+            @Override
+            public String backendName() {
+                return name;
+            }
+
+            @Override
+            public Map<String, String> options() {
+                return options;
+            }
+
+            @Override
+            public Path workDirectory() {
+                return work;
+            }
+
+            @Override
+            public int hostSpiVersion() {
+                return Spi.VERSION;
+            }
+        };
+    }
+
+    /** A batcher factory by name, wrapped to run under its plugin's class loader. */
+    public BatcherFactory batcher(String name, String forModel) {
+        Provided<BatcherFactory> p = batchers.get(name.toLowerCase(Locale.ROOT));
+        if (p == null) {
+            throw new BackplaneException(ErrorCode.NOT_FOUND, "model '" + forModel + "' asks for batcher '" + name + "', which is not installed; available batchers: "
+                    + batcherNames());
+        }
+        if (p.loader() == hostLoader) {
+            return p.factory();
+        }
+        return new BatcherFactory() {
+            @Override
+            public String name() {
+                return p.name();
+            }
+
+            @Override
+            public Batcher create(BatcherContext context) {
+                try (var _ = ThreadContextClassLoader.swap(p.loader())) {
+                    return new ClassLoaderSafeBatcher(p.factory().create(context), p.loader());
+                }
+            }
+        };
+    }
+
+    /** Lists BackendFactory implementations that exist but are not registered, for error messages. */
+    private String unregisteredHint() {
+        List<String> found = new ArrayList<>();
+        try {
+            List<ClassLoader> loaders = new ArrayList<>(pluginLoaders);
+            loaders.add(hostLoader);
+            try (ScanResult scan = new ClassGraph().overrideClassLoaders(loaders.toArray(ClassLoader[]::new)).enableClassInfo()
+                    .rejectPackages("java", "javax", "jdk", "sun", "com.sun", "com.google", "io.grpc", "io.netty", "io.micrometer", "org.slf4j", "ch.qos",
+                            "org.junit", "org.opentest4j", "org.apiguardian", "org.mockito", "net.bytebuddy", "com.tngtech", "io.github.classgraph",
+                            "jakarta", "javax.inject", "aopalliance", "org.aopalliance", "org.objenesis", "ai.onnxruntime", "com.fasterxml", "picocli",
+                            "org.jspecify", "org.checkerframework", "io.perfmark", "org.codehaus", "android", "org.HdrHistogram")
+                    .scan()) {
+                for (ClassInfo ci : scan.getClassesImplementing(BackendFactory.class.getName())) {
+                    if (ci.isAbstract() || ci.isInterface()) {
+                        continue;
+                    }
+                    boolean registered = backends.values().stream().anyMatch(p -> p.factory().getClass().getName().equals(ci.getName()));
+                    if (!registered) {
+                        found.add(ci.getName());
+                    }
+                }
+            }
+        } catch (RuntimeException e) {
+            log.debug("diagnostic scan failed", e);
+        }
+        if (found.isEmpty()) {
+            return backendsDirectory == null ? "" : " (backends directory: " + backendsDirectory + ")";
+        }
+        return ". Found BackendFactory implementations that are not registered: " + found
+                + " — list them in META-INF/services/io.backplane.spi.BackendFactory of their jar";
+    }
+
+    /** Closes every created backend (reverse order), then the plugin class loaders. */
+    @Override
+    public synchronized void close() {
+        RuntimeException failure = null;
+        List<Map.Entry<String, Backend>> list = new ArrayList<>(created.entrySet());
+        for (int i = list.size() - 1; i >= 0; i--) {
+            try {
+                list.get(i).getValue().close();
+            } catch (Throwable t) {
+                log.warn("backend '{}' failed to close", list.get(i).getKey(), t);
+                if (failure == null) {
+                    failure = new IllegalStateException("closing backends failed");
+                }
+                failure.addSuppressed(t);
+            }
+        }
+        created.clear();
+        for (PluginClassLoader l : pluginLoaders) {
+            try {
+                l.close();
+            } catch (IOException e) {
+                log.warn("closing {} failed", l, e);
+            }
+        }
+        pluginLoaders.clear();
+        if (failure != null) {
+            throw failure;
+        }
+    }
+}

@@ -1,0 +1,49 @@
+package io.backplane.spi.host;
+
+/**
+ * Observes what the host does, for metrics. Methods are called on hot paths from many threads:
+ * implementations must be thread-safe, fast and must not throw (a throwing listener is logged
+ * and otherwise ignored).
+ */
+public interface HostListener {
+    /** How a request ended. */
+    enum Outcome {
+        SUCCESS,
+        /** Rejected before queuing or by the queue (invalid input, queue full, timeout in queue). */
+        REJECTED,
+        CANCELED,
+        /** The backend answered with an error, threw, or failed to answer. */
+        BACKEND,
+        /** Unload, instance failure, internal error. */
+        OTHER
+    }
+
+    /** A request was accepted and queued. */
+    default void requestAccepted(String model, long version) {
+    }
+
+    /**
+     * A request ended (exactly once per accepted request).
+     *
+     * @param queueNanos time from acceptance to dispatch (0 if never dispatched)
+     * @param computeNanos time from dispatch to end (0 if never dispatched)
+     */
+    default void requestEnded(String model, long version, Outcome outcome, long queueNanos, long computeNanos) {
+    }
+
+    /** A request was rejected before it was accepted (unknown model, bad input, unavailable). */
+    default void requestRejected(String model, Outcome outcome) {
+    }
+
+    /** A batch was dispatched to an instance. */
+    default void batchExecuted(String model, long version, int requests, int batchSize) {
+    }
+
+    /** An instance was replaced after a failure. */
+    default void instanceRestarted(String model, long version, String instance) {
+    }
+
+    /** A second release of an already-ended request was suppressed (L4). */
+    default void duplicateReleaseSuppressed(String model, long version) {
+    }
+}

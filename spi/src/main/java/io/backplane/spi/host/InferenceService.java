@@ -1,0 +1,63 @@
+package io.backplane.spi.host;
+
+import io.backplane.spi.InferenceRequest;
+import io.backplane.spi.InferenceResponse;
+import io.backplane.spi.config.ModelConfig;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * What a running host offers its callers and frontends. Implemented by the core's embedded host.
+ * Thread-safe; every method may be called from any thread.
+ *
+ * <p>Errors are {@link io.backplane.spi.BackplaneException}s whose {@link io.backplane.spi.ErrorCode}
+ * maps to one HTTP and one gRPC status, so every frontend reports the same failure the same way.
+ */
+public interface InferenceService {
+    /**
+     * Runs a request on a plain (non-decoupled) model. The future completes exactly once: with
+     * the response, or exceptionally with a {@code BackplaneException}. Cancelling the future
+     * cancels the request.
+     */
+    CompletableFuture<InferenceResponse> infer(InferenceRequest request);
+
+    /**
+     * Runs a request on any model, delivering each response to {@code observer} and then exactly
+     * one terminal call. A request that cannot be accepted gets {@code onError} before this
+     * method returns.
+     */
+    RequestHandle stream(InferenceRequest request, ResponseObserver observer);
+
+    /** Loads or reloads a model; returns when it is ready, or throws why it could not load. */
+    void load(String model);
+
+    /** Unloads a model within the unload deadline; every open request of it ends. */
+    void unload(String model);
+
+    /** The host is running. */
+    boolean isLive();
+
+    /** The host is running and every loaded model has a ready version. */
+    boolean isReady();
+
+    /** The model (version, or {@link InferenceRequest#LATEST}) is loaded and an instance can serve. */
+    boolean isModelReady(String model, long version);
+
+    /** Metadata of a loaded model version. */
+    ModelMetadata metadata(String model, long version);
+
+    /** The config a loaded model version runs with (after auto-complete). */
+    ModelConfig modelConfig(String model, long version);
+
+    /** Every model in the repository and each loaded version's state. */
+    List<ModelStatus> repositoryIndex();
+
+    /** Whether {@link #load} and {@link #unload} are allowed (explicit model control). */
+    boolean modelControlEnabled();
+
+    /** Registers a listener for request and instance events (metrics). */
+    void addListener(HostListener listener);
+
+    /** Backplane's version string. */
+    String version();
+}
