@@ -613,6 +613,11 @@ final class StubConnection {
                 if (e.abandoned || dead.get()) {
                     return false;
                 }
+                if (Thread.currentThread().isInterrupted()) {
+                    // The host gave up on this execute (its watchdog, unload): abandon it like a stall.
+                    stall("had execute() interrupted by the host");
+                    return false;
+                }
                 if (!waiting) {
                     if (System.nanoTime() < spinEnd) {
                         Thread.onSpinWait();
@@ -950,7 +955,10 @@ final class StubConnection {
     }
 
     /** Fails everything open on this stub and quarantines its in-flight memory; see the class comment. */
-    private void stall(String reason) {
+    private synchronized void stall(String reason) {
+        if (stalled) {
+            return;
+        }
         stalledSinceNanos = System.nanoTime();
         stalled = true;
         Execution c = current;
