@@ -98,6 +98,17 @@ final class SharedRegion implements AutoCloseable {
         return totalBytes;
     }
 
+    /** Bytes of the host chunks currently allocated (tests: quarantine accounting). */
+    synchronized long allocatedBytes() {
+        long free = 0;
+        for (Chunk c : chunks) {
+            for (long v : c.free().values()) {
+                free += v;
+            }
+        }
+        return totalBytes - Wire.CONTROL_BYTES - free;
+    }
+
     private void addChunk(long size) {
         int k = chunks.size();
         if (k >= MAX_CHUNKS) {

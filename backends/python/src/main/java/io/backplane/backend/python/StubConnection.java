@@ -180,6 +180,17 @@ final class StubConnection {
         return stalled;
     }
 
+    /** Host-chunk bytes held by executions (inputs, messages), including quarantined ones. */
+    long allocatedBytes() {
+        regionLock.readLock().lock();
+        try {
+            SharedRegion r = region;
+            return r == null || dead.get() ? 0 : r.allocatedBytes();
+        } finally {
+            regionLock.readLock().unlock();
+        }
+    }
+
     long droppedMessages() {
         return droppedMessages.get();
     }

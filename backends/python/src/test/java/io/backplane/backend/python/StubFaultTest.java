@@ -110,6 +110,7 @@ class StubFaultTest {
                 t.join();
                 assertInstanceError(resp, "no heartbeat");
                 assertFalse(h.instance.isReady());
+                assertTrue(h.stub().allocatedBytes() > 0, "the abandoned execution's memory is quarantined, not freed");
                 Fakes.Request during = h.run(slow(9, 0)).get(0);
                 assertInstanceError(during.sender.await(), "stalled");
             } finally {
@@ -118,6 +119,7 @@ class StubFaultTest {
             h.awaitReady(30_000);
             assertEquals(1, h.stub().generation(), "the resumed stub is kept");
             PythonBackendTest.waitFor(() -> h.stub().droppedMessages() >= 1);
+            assertEquals(0, h.stub().allocatedBytes(), "released once the stub ended the execution");
             assertOk(3, h.run(slow(3, 0)).get(0).sender.await());
             assertEquals(1, r.sender.finals.get());
             assertEquals(0, r.sender.responses.stream().filter(x -> !x.isError()).count());
