@@ -52,6 +52,11 @@ _u32 = struct.Struct("<I")
 _u64 = struct.Struct("<Q")
 _i64 = struct.Struct("<q")
 _frame_head = struct.Struct("<IB")
+_u16 = struct.Struct("<H")
+_exec_head = struct.Struct("<IQH")
+_req_mid = struct.Struct("<IQH")
+_in_tail = struct.Struct("<IQQ")
+_out_tail = struct.Struct("<IQQ")
 
 
 class ProtocolError(Exception):
@@ -253,18 +258,15 @@ class Runtime:
         n = data.shape[0]
         if n:
             c, off, size = self.arena.alloc(n)
-            self.arena.chunks[c][1][off:off + n] = data
+            self.arena.chunks[c][0][off:off + n] = data
             blocks.append((c, off, size))
         else:
             c, off = 0, 0
         w_str(out, t.name())
         out.append(code)
         out.append(arr.ndim)
-        for d in arr.shape:
-            out += _i64.pack(d)
-        out += _u32.pack(c)
-        out += _u64.pack(off)
-        out += _u64.pack(n)
+        out += struct.pack("<%dq" % arr.ndim, *arr.shape)
+        out += _out_tail.pack(c, off, n)
 
     def write_response(self, out, resp, blocks):
         err = resp.error()
@@ -312,42 +314,73 @@ class Runtime:
 
     # ---- executing ----
     def parse_exec(self, msg):
-        r = Reader(msg)
-        gen = r.u32()
-        exec_id = r.u64()
+        """Decodes an EXEC message (bytes); every length and offset is checked before use."""
+        end = len(msg)
+        if end < 14:
+            raise ProtocolError("execution message of %d bytes is truncated" % end)
+        gen, exec_id, nreq = _exec_head.unpack_from(msg, 0)
         if gen != self.gen:
             raise ProtocolError("execution for generation %d reached generation %d" % (gen, self.gen))
-        nreq = r.u16()
+        pos = 14
         requests = []
+        new_request = pb_utils.InferenceRequest.__new__
+        new_tensor = pb_utils.Tensor.__new__
+        Req = pb_utils.InferenceRequest
+        Ten = pb_utils.Tensor
+
+        def string(pos):
+            if pos + 4 > end:
+                raise ProtocolError("execution message truncated at byte %d" % pos)
+            (n,) = _u32.unpack_from(msg, pos)
+            pos += 4
+            if pos + n > end:
+                raise ProtocolError("string of %d bytes at byte %d runs past the message" % (n, pos))
+            return msg[pos:pos + n].decode("utf-8"), pos + n
+
         for index in range(nreq):
-            r.u64()  # host request id (diagnostics)
-            req = pb_utils.InferenceRequest.__new__(pb_utils.InferenceRequest)
+            pos += 8  # host request id (diagnostics)
+            req = new_request(Req)
             req._bls_model = None
-            req._request_id = r.str()
-            cid = r.str()
+            req._request_id, pos = string(pos)
+            cid, pos = string(pos)
             req._correlation_id = int(cid) if cid.isdigit() else (cid if cid else 0)
-            req._parameters = r.str()
-            cchunk = r.u32()
-            coff = r.u64()
+            req._parameters, pos = string(pos)
+            if pos + 14 > end:
+                raise ProtocolError("execution message truncated at byte %d" % pos)
+            cchunk, coff, nout = _req_mid.unpack_from(msg, pos)
+            pos += 14
             req._cancel = self.host_slice(cchunk, coff, 8)
-            req._requested = [r.str() for _ in range(r.u16())]
+            requested = []
+            for _ in range(nout):
+                name, pos = string(pos)
+                requested.append(name)
+            req._requested = requested
+            if pos + 2 > end:
+                raise ProtocolError("execution message truncated at byte %d" % pos)
+            (nin,) = _u16.unpack_from(msg, pos)
+            pos += 2
             inputs = []
-            for _ in range(r.u16()):
-                name = r.str()
-                code = r.u8()
-                ndim = r.u8()
-                shape = tuple(r.i64() for _ in range(ndim))
-                chunk = r.u32()
-                off = r.u64()
-                nbytes = r.u64()
+            for _ in range(nin):
+                name, pos = string(pos)
+                if pos + 2 > end:
+                    raise ProtocolError("execution message truncated at byte %d" % pos)
+                code = msg[pos]
+                ndim = msg[pos + 1]
+                pos += 2
+                if pos + 8 * ndim + 20 > end:
+                    raise ProtocolError("execution message truncated at byte %d" % pos)
+                shape = struct.unpack_from("<%dq" % ndim, msg, pos)
+                pos += 8 * ndim
+                chunk, off, nbytes = _in_tail.unpack_from(msg, pos)
+                pos += 20
                 raw = self.host_slice(chunk, off, nbytes)
                 if code == WIRE_BYTES:
                     arr = pb_utils.deserialize_bytes_tensor(raw).reshape(shape)
-                elif 0 <= code < WIRE_BYTES:
+                elif code < WIRE_BYTES:
                     arr = raw.view(WIRE_TO_NUMPY[code]).reshape(shape)
                 else:
                     raise ProtocolError("input '%s' has unknown datatype code %d" % (name, code))
-                t = pb_utils.Tensor.__new__(pb_utils.Tensor)
+                t = new_tensor(Ten)
                 t._name = name
                 t._array = arr
                 inputs.append(t)
@@ -434,7 +467,7 @@ class Runtime:
                     self.write_error(out, EC_INTERNAL, "response for request '%s' could not be sent: %s: %s"
                                      % (req._request_id, type(e).__name__, e))
         c, off, size = self.arena.alloc(len(out))
-        self.arena.chunks[c][1][off:off + len(out)] = np.frombuffer(bytes(out), dtype=np.uint8)
+        self.arena.chunks[c][0][off:off + len(out)] = out
         blocks.append((c, off, size))
         return c, off, len(out), blocks
 
@@ -466,7 +499,7 @@ class Runtime:
                 self.arena.release(self.sync_blocks)
                 self.sync_blocks = []
             chunk, off, n = ctl[W_MSG_CHUNK], ctl[W_MSG_OFF], ctl[W_MSG_LEN]
-            msg = self.host_slice(chunk, off, n)
+            msg = self.host_slice(chunk, off, n).tobytes()
             exec_id, requests = self.parse_exec(msg)
             c, roff, rlen, blocks = self.run_execute(exec_id, requests)
             self.sync_blocks = blocks
