@@ -35,8 +35,8 @@ public final class PythonStubBenchmark {
         Fakes.requirePython();
         Map<String, String> defaults = Map.of(StubSettings.HEARTBEAT_INTERVAL, "500", StubSettings.HEARTBEAT_TIMEOUT, "5000");
         try (Harness h = new Harness(Configs.identity(), defaults)) {
-            out(latency(h, "tiny 4 x FP32", 4, 5_000, 30_000));
-            out(latency(h, "1 MiB FP32", 262_144, 300, 2_000));
+            out(latency(h, "tiny 4 x FP32", 4, 3_000, 20_000));
+            out(latency(h, "1 MiB FP32", 262_144, 200, 1_000));
             out(throughput(h, true));
             out(throughput(h, false));
             out(idleCpu(h));
@@ -77,6 +77,7 @@ public final class PythonStubBenchmark {
         int callers = 8;
         float[] data = {1, 2, 3, 4};
         AtomicBoolean stop = new AtomicBoolean();
+        AtomicBoolean stopDispatcher = new AtomicBoolean();
         AtomicLong done = new AtomicLong();
         BlockingQueue<Fakes.Request> queue = new ArrayBlockingQueue<>(64);
         ReentrantLock lock = new ReentrantLock();
@@ -85,7 +86,7 @@ public final class PythonStubBenchmark {
         if (batched) {
             dispatcher = Thread.ofPlatform().start(() -> {
                 List<Fakes.Request> batch = new ArrayList<>();
-                while (!stop.get()) {
+                while (!stopDispatcher.get()) {
                     try {
                         Fakes.Request first = queue.poll(10, TimeUnit.MILLISECONDS);
                         if (first == null) {
@@ -127,13 +128,14 @@ public final class PythonStubBenchmark {
         Thread.sleep(1000);
         long c0 = done.get();
         long t0 = System.nanoTime();
-        Thread.sleep(Duration.ofSeconds(4));
+        Thread.sleep(Duration.ofSeconds(3));
         long c1 = done.get();
         long t1 = System.nanoTime();
         stop.set(true);
         for (Thread t : threads) {
             t.join();
         }
+        stopDispatcher.set(true);
         if (dispatcher != null) {
             dispatcher.join();
         }
