@@ -173,7 +173,11 @@ final class StubConnection {
     }
 
     boolean isDead() {
-        return dead.get();
+        if (dead.get()) {
+            return true;
+        }
+        Process p = process;
+        return p != null && !p.isAlive(); // exited; the exit callback has not run yet
     }
 
     boolean isStalled() {

@@ -127,7 +127,8 @@ class HostEndToEndTest {
             stub.destroyForcibly();
             stub.onExit().get(10, TimeUnit.SECONDS);
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-            while (!host.isModelReady("add_sub") && System.nanoTime() < deadline) {
+            while (!(host.isModelReady("add_sub") && Fakes.liveStubs().stream().anyMatch(p -> p.pid() != stub.pid()))
+                    && System.nanoTime() < deadline) {
                 Thread.sleep(20);
             }
             assertTrue(host.isModelReady("add_sub"));
