@@ -1,0 +1,100 @@
+package io.backplane.backend.python;
+
+import io.backplane.spi.Backend;
+import io.backplane.spi.BackendContext;
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.ErrorCode;
+import io.backplane.spi.Model;
+import io.backplane.spi.ModelContext;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Stream;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Backend-wide state: the unpacked stub sources, a private directory for control sockets, and
+ * the host options. Reaps shared-memory files of dead hosts when created.
+ */
+final class PythonBackend implements Backend {
+    private static final Logger log = LoggerFactory.getLogger(PythonBackend.class);
+    static final List<String> STUB_FILES = List.of("backplane_stub.py", "triton_python_backend_utils.py");
+
+    private final Map<String, String> options;
+    private final Path stubDirectory;
+    private final Path socketDirectory;
+
+    private PythonBackend(Map<String, String> options, Path stubDirectory, Path socketDirectory) {
+        this.options = options;
+        this.stubDirectory = stubDirectory;
+        this.socketDirectory = socketDirectory;
+    }
+
+    static PythonBackend create(BackendContext context) throws IOException {
+        return create(context.options(), context.workDirectory());
+    }
+
+    static PythonBackend create(Map<String, String> options, Path workDirectory) throws IOException {
+        StubSettings.resolve(options, Map.of());
+        List<String> stale = SharedRegion.reapStale();
+        if (!stale.isEmpty()) {
+            log.info("removed {} stale shared-memory file(s) left by dead hosts: {}", stale.size(), stale);
+        }
+        var owner = PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------"));
+        Path stubs = Files.createTempDirectory(workDirectory, "python-stub-", owner);
+        for (String f : STUB_FILES) {
+            try (InputStream in = PythonBackend.class.getResourceAsStream("stub/" + f)) {
+                if (in == null) {
+                    throw new BackplaneException(ErrorCode.INTERNAL, "the python backend jar lacks stub/" + f);
+                }
+                Files.copy(in, stubs.resolve(f));
+            }
+        }
+        // Unix socket paths are limited to ~107 bytes: keep them short, in a private directory.
+        Path sockets = Files.createTempDirectory(Path.of(System.getProperty("java.io.tmpdir")), "bp-py-", owner);
+        return new PythonBackend(Map.copyOf(options), stubs, sockets);
+    }
+
+    Map<String, String> options() {
+        return options;
+    }
+
+    Path stubDirectory() {
+        return stubDirectory;
+    }
+
+    Path socketDirectory() {
+        return socketDirectory;
+    }
+
+    @Override
+    public Model loadModel(ModelContext context) {
+        return new PythonModel(this, context);
+    }
+
+    @Override
+    public void close() {
+        deleteTree(socketDirectory);
+        deleteTree(stubDirectory);
+    }
+
+    private static void deleteTree(Path dir) {
+        try (Stream<Path> s = Files.walk(dir)) {
+            s.sorted(Comparator.reverseOrder()).forEach(p -> {
+                try {
+                    Files.deleteIfExists(p);
+                } catch (IOException e) {
+                    log.debug("cannot delete {}", p, e);
+                }
+            });
+        } catch (IOException e) {
+            log.debug("cannot delete {}", dir, e);
+        }
+    }
+}

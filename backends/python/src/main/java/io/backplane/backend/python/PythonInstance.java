@@ -1,0 +1,231 @@
+package io.backplane.backend.python;
+
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.InstanceContext;
+import io.backplane.spi.ModelInstance;
+import io.backplane.spi.ScheduledRequest;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One model instance: supervises a sequence of stub generations. A stub that dies (or is killed
+ * after a stall) is replaced with a capped exponential backoff; the instance is not ready while
+ * no healthy stub serves. A monitor thread runs heartbeats and the execute watchdog while there
+ * is work, and parks without a timeout when idle.
+ */
+final class PythonInstance implements ModelInstance, StubConnection.Owner {
+    private static final Logger log = LoggerFactory.getLogger(PythonInstance.class);
+    private static final long TICK_NANOS = 10_000_000;
+    private static final long BACKOFF_START_MILLIS = 100;
+
+    private enum State { STARTING, READY, RESTARTING, CLOSED }
+
+    private final PythonModel model;
+    private final InstanceContext context;
+    private final StubSettings settings;
+    private final AtomicInteger generations = new AtomicInteger();
+    private final Object lock = new Object();
+    private volatile State state = State.STARTING;
+    private volatile @Nullable StubConnection stub;
+    private volatile String lastFailure = "";
+    private final Thread monitor;
+    private @Nullable Thread restarter;
+
+    private PythonInstance(PythonModel model, InstanceContext context) {
+        this.model = model;
+        this.context = context;
+        this.settings = model.settings();
+        this.monitor = Thread.ofPlatform().daemon().name("backplane-python-monitor-" + model.name() + "-" + context.name())
+                .unstarted(this::monitorLoop);
+    }
+
+    static PythonInstance start(PythonModel model, InstanceContext context) {
+        PythonInstance i = new PythonInstance(model, context);
+        i.stub = i.newStub();
+        i.state = State.READY;
+        i.monitor.start();
+        return i;
+    }
+
+    private StubConnection newStub() {
+        StubConnection s = new StubConnection(this, generations.incrementAndGet(), settings, model.name(), context.name(),
+                model.context().config().decoupled());
+        s.start(model.backend().stubDirectory(), model.backend().socketDirectory(), model.initJson(context));
+        return s;
+    }
+
+    /** The current stub (tests and diagnostics). */
+    @Nullable StubConnection currentStub() {
+        return stub;
+    }
+
+    @Override
+    public boolean isReady() {
+        StubConnection s = stub;
+        return state == State.READY && s != null && !s.isDead() && !s.isStalled();
+    }
+
+    @Override
+    public void execute(List<ScheduledRequest> batch) {
+        StubConnection s = awaitServing();
+        if (s == null) {
+            StubConnection c = stub;
+            String why = state == State.CLOSED ? "is closed"
+                    : c != null && c.isStalled() ? "has a stalled python stub (pid " + c.pid() + ") that is being recovered or replaced"
+                    : "is restarting its python stub" + (lastFailure.isEmpty() ? "" : " after: " + lastFailure);
+            BackplaneException err = BackplaneException.unavailable("model '" + model.name() + "' instance '" + context.name() + "' " + why);
+            for (ScheduledRequest sr : batch) {
+                try {
+                    sr.sender().sendError(err);
+                } catch (RuntimeException e) {
+                    log.debug("request {} had already ended", sr.id(), e);
+                }
+            }
+            return;
+        }
+        s.execute(batch);
+    }
+
+    /** Waits (up to the start-up timeout) while a replacement stub starts; null when none can serve now. */
+    private @Nullable StubConnection awaitServing() {
+        long deadline = System.nanoTime() + settings.startupTimeoutMillis() * 1_000_000;
+        synchronized (lock) {
+            while (true) {
+                StubConnection s = stub;
+                if (state == State.CLOSED) {
+                    return null;
+                }
+                if (state == State.READY && s != null && !s.isDead()) {
+                    return s.isStalled() ? null : s;
+                }
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    return null;
+                }
+                try {
+                    lock.wait(Math.max(1, left / 1_000_000));
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return null;
+                }
+            }
+        }
+    }
+
+    @Override
+    public void readinessChanged() {
+        synchronized (lock) {
+            lock.notifyAll();
+        }
+    }
+
+    @Override
+    public void workStarted() {
+        LockSupport.unpark(monitor);
+    }
+
+    @Override
+    public void onStubExit(StubConnection s, String reason) {
+        synchronized (lock) {
+            if (state == State.CLOSED || s != stub) {
+                return;
+            }
+            state = State.RESTARTING;
+            lastFailure = "python stub (pid " + s.pid() + ", generation " + s.generation() + ") " + reason;
+            log.warn("model '{}' instance '{}': {}; restarting it", model.name(), context.name(), lastFailure);
+            Thread t = Thread.ofPlatform().daemon().name("backplane-python-restart-" + model.name() + "-" + context.name())
+                    .unstarted(this::restartLoop);
+            restarter = t;
+            t.start();
+            lock.notifyAll();
+        }
+    }
+
+    private void restartLoop() {
+        long backoff = BACKOFF_START_MILLIS;
+        while (state != State.CLOSED) {
+            try {
+                Thread.sleep(backoff);
+            } catch (InterruptedException e) {
+                return;
+            }
+            if (state == State.CLOSED) {
+                return;
+            }
+            try {
+                StubConnection s = newStub();
+                synchronized (lock) {
+                    if (state == State.CLOSED) {
+                        s.shutdown();
+                        return;
+                    }
+                    stub = s;
+                    state = State.READY;
+                    lock.notifyAll();
+                }
+                LockSupport.unpark(monitor);
+                log.info("model '{}' instance '{}': python stub restarted (generation {})", model.name(), context.name(), s.generation());
+                return;
+            } catch (RuntimeException e) {
+                if (state == State.CLOSED || Thread.currentThread().isInterrupted()) {
+                    return;
+                }
+                lastFailure = e.getMessage();
+                backoff = Math.min(backoff * 2, Math.max(BACKOFF_START_MILLIS, settings.restartBackoffMaxMillis()));
+                log.warn("model '{}' instance '{}': python stub restart failed; next try in {} ms", model.name(), context.name(), backoff, e);
+            }
+        }
+    }
+
+    private void monitorLoop() {
+        while (state != State.CLOSED) {
+            StubConnection s = stub;
+            boolean busy = false;
+            try {
+                busy = s != null && s.tick(System.nanoTime());
+            } catch (RuntimeException e) {
+                log.warn("model '{}' instance '{}': monitor round failed", model.name(), context.name(), e);
+            }
+            if (busy) {
+                LockSupport.parkNanos(TICK_NANOS);
+            } else {
+                LockSupport.park();
+            }
+        }
+    }
+
+    @Override
+    public void close() {
+        Thread r;
+        synchronized (lock) {
+            if (state == State.CLOSED) {
+                return;
+            }
+            state = State.CLOSED;
+            r = restarter;
+            lock.notifyAll();
+        }
+        if (r != null) {
+            r.interrupt();
+            join(r);
+        }
+        LockSupport.unpark(monitor);
+        join(monitor);
+        StubConnection s = stub;
+        if (s != null) {
+            s.shutdown();
+        }
+    }
+
+    private static void join(Thread t) {
+        try {
+            t.join(30_000);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}

@@ -1,0 +1,1102 @@
+package io.backplane.backend.python;
+
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.DataType;
+import io.backplane.spi.ErrorCode;
+import io.backplane.spi.InferenceResponse;
+import io.backplane.spi.MemoryType;
+import io.backplane.spi.ResponseSender;
+import io.backplane.spi.ScheduledRequest;
+import io.backplane.spi.Tensor;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.VarHandle;
+import java.net.StandardProtocolFamily;
+import java.net.UnixDomainSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.SecureRandom;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.slf4j.MDC;
+
+/**
+ * One generation of a python stub: the child process, its control socket and its
+ * shared-memory region.
+ *
+ * <p><b>Design.</b> Tensors and execution messages live in the region (host chunks written by
+ * the host, stub chunks written by the stub); the Unix socket carries only small frames:
+ * start-up handshake, heartbeats, log lines, decoupled responses, acknowledgements and wake-ups.
+ * An execution is posted by writing its message into a host chunk and bumping
+ * {@code TO_STUB_SEQ} in the control block; the stub spins on that word for {@code spin_us},
+ * then sets {@code STUB_WAITING}, re-checks and blocks on the socket, so the host sends a WAKE
+ * frame only to a sleeping stub. The result comes back the same way ({@code REPLY_SEQ},
+ * {@code HOST_WAITING}, WAKE_HOST). A busy instance therefore pays no socket round trip, and an
+ * idle one burns no CPU. The store-then-load pairs on both sides are separated by full fences
+ * (volatile accesses here, a lock-prefixed atomic in Python), so no wake-up is lost; the host's
+ * park is also timed as a safety net.
+ *
+ * <p>Concurrency: {@link #execute} runs on one core worker at a time (SPI contract); the reader
+ * thread handles frames; the instance's monitor thread calls {@link #tick} (heartbeat,
+ * watchdog, cancellation mirroring, stall recovery); the process-exit callback tears down.
+ * Each request ends once from this side through {@link Req#hostDone} (compare-and-set). Its
+ * shared memory is freed only when the stub is done with it ({@link Req#stubDone}) and its
+ * execution has returned, or when the process is confirmed dead (region closed): memory of an
+ * abandoned execution is quarantined, never reused while the stub may still touch it.
+ * Every frame and result carries the generation and execution id; one that matches no live
+ * request is dropped and acknowledged, never delivered elsewhere.
+ */
+final class StubConnection {
+    private static final Logger log = LoggerFactory.getLogger(StubConnection.class);
+    private static final Logger stubLog = LoggerFactory.getLogger("io.backplane.backend.python.stub");
+    private static final VarHandle LONG = ValueLayout.JAVA_LONG.varHandle();
+    private static final SecureRandom RANDOM = new SecureRandom();
+    private static final DataType[] TYPES = DataType.values();
+    private static final int TAIL_LINES = 20;
+
+    /** Callbacks to the owning instance. */
+    interface Owner {
+        void onStubExit(StubConnection stub, String reason);
+
+        void readinessChanged();
+
+        /** An execution was posted: the monitor must run its rounds until the work ends. */
+        void workStarted();
+    }
+
+    static final class Execution {
+        final long id;
+        final List<Req> reqs = new ArrayList<>();
+        final long startNanos = System.nanoTime();
+        long seq;
+        volatile @Nullable Thread waiter;
+        volatile boolean resultSeen;
+        volatile boolean abandoned;
+        SharedRegion.@Nullable Block msgBlock;
+
+        Execution(long id) {
+            this.id = id;
+        }
+    }
+
+    static final class Req {
+        final ScheduledRequest sr;
+        final int index;
+        final Execution exec;
+        final AtomicBoolean hostDone = new AtomicBoolean();
+        final AtomicBoolean freed = new AtomicBoolean();
+        final List<SharedRegion.Block> blocks = new ArrayList<>();
+        volatile boolean stubDone;
+        SharedRegion.@Nullable Block cancelBlock;
+        boolean cancelMirrored;
+
+        Req(ScheduledRequest sr, int index, Execution exec) {
+            this.sr = sr;
+            this.index = index;
+            this.exec = exec;
+        }
+    }
+
+    private final Owner owner;
+    private final int generation;
+    private final StubSettings settings;
+    private final String model;
+    private final String instance;
+    private final String tag;
+    private final boolean decoupled;
+    private final ReentrantReadWriteLock regionLock = new ReentrantReadWriteLock();
+    private final Object writeLock = new Object();
+    private final AtomicBoolean dead = new AtomicBoolean();
+    private final CompletableFuture<Void> cleanedUp = new CompletableFuture<>();
+    private final ConcurrentHashMap<Long, Execution> executions = new ConcurrentHashMap<>();
+    private final ArrayDeque<String> stderrTail = new ArrayDeque<>();
+    private final AtomicLong droppedMessages = new AtomicLong();
+    private @Nullable SharedRegion region;
+    private @Nullable Process process;
+    private @Nullable SocketChannel channel;
+    private @Nullable Thread reader;
+    private final List<Thread> pumps = new ArrayList<>();
+    private MemorySegment ctl = MemorySegment.NULL;
+    private long nextExecId = 1;
+    private long toStubSeq;
+    private volatile @Nullable Execution current;
+    private volatile @Nullable Execution abandonedCurrent;
+    private volatile @Nullable String killReason;
+    // health (monitor thread, reader thread)
+    private volatile boolean stalled;
+    private volatile long stalledSinceNanos;
+    private volatile long pingSentNanos;
+    private long lastPingNanos;
+    private long pingSeq;
+
+    StubConnection(Owner owner, int generation, StubSettings settings, String model, String instance, boolean decoupled) {
+        this.owner = owner;
+        this.generation = generation;
+        this.settings = settings;
+        this.model = model;
+        this.instance = instance;
+        this.decoupled = decoupled;
+        this.tag = "model '" + model + "' instance '" + instance + "'";
+    }
+
+    int generation() {
+        return generation;
+    }
+
+    long pid() {
+        Process p = process;
+        return p == null ? -1 : p.pid();
+    }
+
+    boolean isDead() {
+        if (dead.get()) {
+            return true;
+        }
+        Process p = process;
+        return p != null && !p.isAlive(); // exited; the exit callback has not run yet
+    }
+
+    boolean isStalled() {
+        return stalled;
+    }
+
+    /** Host-chunk bytes held by executions (inputs, messages), including quarantined ones. */
+    long allocatedBytes() {
+        regionLock.readLock().lock();
+        try {
+            SharedRegion r = region;
+            return r == null || dead.get() ? 0 : r.allocatedBytes();
+        } finally {
+            regionLock.readLock().unlock();
+        }
+    }
+
+    long droppedMessages() {
+        return droppedMessages.get();
+    }
+
+    String describe() {
+        return tag + " (python stub pid " + pid() + ", generation " + generation + ")";
+    }
+
+    // ------------------------------------------------------------------ start-up
+
+    /**
+     * Starts the process and runs the handshake and {@code initialize}. On failure everything
+     * started is torn down and the exception names the cause (the Python error for
+     * {@code initialize}, the stub's stderr for a crash).
+     */
+    void start(Path stubDir, Path socketDir, String initJson) {
+        String token = HexFormat.of().formatHex(randomBytes(16));
+        Path socketPath = socketDir.resolve("g" + generation + "-" + HexFormat.of().formatHex(randomBytes(6)) + ".sock");
+        AtomicBoolean handshakeDone = new AtomicBoolean();
+        AtomicBoolean timedOut = new AtomicBoolean();
+        try {
+            region = SharedRegion.create(generation, settings.shmInitialBytes(), settings.shmMaxBytes());
+            ctl = region.control();
+            try (ServerSocketChannel server = ServerSocketChannel.open(StandardProtocolFamily.UNIX)) {
+                server.bind(UnixDomainSocketAddress.of(socketPath));
+                ProcessBuilder pb = new ProcessBuilder(settings.interpreter(), "-u", "-B", stubDir.resolve("backplane_stub.py").toString(),
+                        "--socket", socketPath.toString(), "--prefix", region.prefix(), "--gen", Integer.toString(generation),
+                        "--spin-us", Long.toString(settings.spinMicros()), "--shm-max", Long.toString(settings.shmMaxBytes()));
+                Map<String, String> env = pb.environment();
+                String pp = env.get("PYTHONPATH");
+                env.put("PYTHONPATH", stubDir + (pp == null || pp.isEmpty() ? "" : ":" + pp));
+                env.put("PYTHONUNBUFFERED", "1");
+                env.put("BACKPLANE_STUB_TOKEN", token);
+                try {
+                    process = pb.start();
+                } catch (IOException e) {
+                    throw new BackplaneException(ErrorCode.UNAVAILABLE, tag + ": cannot start the python interpreter '"
+                            + settings.interpreter() + "': " + e.getMessage() + "; install python3 with numpy or set '"
+                            + StubSettings.INTERPRETER + "'", e);
+                }
+                Process p = process;
+                startPump(p.getInputStream(), false);
+                startPump(p.getErrorStream(), true);
+                Runnable abort = () -> {
+                    if (!handshakeDone.get()) {
+                        closeQuietly(server);
+                        closeQuietly(channel);
+                    }
+                };
+                p.onExit().thenRun(abort);
+                CompletableFuture.delayedExecutor(settings.startupTimeoutMillis(), TimeUnit.MILLISECONDS).execute(() -> {
+                    if (!handshakeDone.get()) {
+                        timedOut.set(true);
+                        abort.run();
+                    }
+                });
+                channel = server.accept();
+                Files.deleteIfExists(socketPath);
+                ByteBuffer hello = readFrame(channel, Wire.F_HELLO);
+                long gen = Integer.toUnsignedLong(hello.getInt());
+                hello.getInt(); // pid
+                int tlen = hello.getInt();
+                if (tlen != token.length() || gen != generation) {
+                    throw Wire.protocol("start-up handshake from an unexpected peer");
+                }
+                byte[] tb = new byte[tlen];
+                hello.get(tb);
+                if (!new String(tb, StandardCharsets.US_ASCII).equals(token)) {
+                    throw Wire.protocol("start-up handshake carried a wrong token");
+                }
+                writeFrame(Wire.F_INIT, initJson.getBytes(StandardCharsets.UTF_8));
+                ByteBuffer reply = readFrame(channel, (byte) 0);
+                byte type = reply.get();
+                if (type == Wire.F_INIT_ERR) {
+                    String err = StandardCharsets.UTF_8.decode(reply).toString();
+                    throw new BackplaneException(ErrorCode.INTERNAL, tag + ": initialize() failed: " + firstLine(err) + "\n" + err);
+                }
+                if (type != Wire.F_INIT_OK) {
+                    throw Wire.protocol("expected INIT_OK, got frame type " + type);
+                }
+                handshakeDone.set(true);
+            }
+        } catch (RuntimeException | IOException e) {
+            handshakeDone.set(true);
+            BackplaneException failure = startFailure(e, timedOut.get());
+            killAndCleanUpAfterFailedStart();
+            throw failure;
+        }
+        Thread r = Thread.ofPlatform().daemon().name("backplane-python-reader-" + model + "-" + instance + "-g" + generation)
+                .unstarted(this::readLoop);
+        reader = r;
+        r.start();
+        Process p = process;
+        if (p != null) {
+            p.onExit().thenRun(this::onProcessExit);
+        }
+        log.info("{}: python stub started (pid {}, generation {}, region {})", tag, pid(), generation, region == null ? "" : region.prefix());
+    }
+
+    private BackplaneException startFailure(Exception e, boolean timedOut) {
+        if (timedOut) {
+            return new BackplaneException(ErrorCode.UNAVAILABLE, tag + ": the python stub did not finish start-up and initialize() within "
+                    + settings.startupTimeoutMillis() + " ms ('" + StubSettings.STARTUP_TIMEOUT + "')" + stderrSuffix(), e);
+        }
+        if (e instanceof BackplaneException be && be.code() != ErrorCode.INTERNAL || e instanceof BackplaneException be2
+                && be2.getMessage().contains("initialize() failed")) {
+            return (BackplaneException) e;
+        }
+        Process p = process;
+        String exit = "";
+        if (p != null) {
+            try {
+                if (p.waitFor(2, TimeUnit.SECONDS)) {
+                    exit = " (the stub exited with code " + p.exitValue() + ")";
+                }
+            } catch (InterruptedException ie) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        joinPumps();
+        return new BackplaneException(ErrorCode.UNAVAILABLE, tag + ": the python stub failed during start-up" + exit + ": " + e.getMessage()
+                + stderrSuffix(), e);
+    }
+
+    private void killAndCleanUpAfterFailedStart() {
+        dead.set(true);
+        Process p = process;
+        if (p != null) {
+            p.destroyForcibly();
+            try {
+                p.waitFor(10, TimeUnit.SECONDS);
+            } catch (InterruptedException ie) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        closeQuietly(channel);
+        joinPumps();
+        if (region != null) {
+            region.close();
+        }
+        cleanedUp.complete(null);
+    }
+
+    private static String firstLine(String s) {
+        int i = s.indexOf('\n');
+        return i < 0 ? s : s.substring(0, i);
+    }
+
+    private String stderrSuffix() {
+        synchronized (stderrTail) {
+            return stderrTail.isEmpty() ? "" : "; stub stderr:\n" + String.join("\n", stderrTail);
+        }
+    }
+
+    private void startPump(InputStream in, boolean stderr) {
+        Thread t = Thread.ofPlatform().daemon().name("backplane-python-" + (stderr ? "stderr-" : "stdout-") + model + "-" + instance)
+                .unstarted(() -> {
+                    try (BufferedReader br = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8))) {
+                        String line;
+                        while ((line = br.readLine()) != null) {
+                            if (stderr) {
+                                synchronized (stderrTail) {
+                                    stderrTail.addLast(line);
+                                    if (stderrTail.size() > TAIL_LINES) {
+                                        stderrTail.removeFirst();
+                                    }
+                                }
+                            }
+                            logStub(stderr ? 1 : 0, line);
+                        }
+                    } catch (IOException e) {
+                        log.debug("{}: stub output pump ended", tag, e);
+                    }
+                });
+        pumps.add(t);
+        t.start();
+    }
+
+    private void joinPumps() {
+        for (Thread t : pumps) {
+            try {
+                t.join(2000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+    }
+
+    private void logStub(int level, String text) {
+        MDC.put("model", model);
+        MDC.put("instance", instance);
+        try {
+            switch (level) {
+                case 0 -> stubLog.info("[{}/{}] {}", model, instance, text);
+                case 1 -> stubLog.warn("[{}/{}] {}", model, instance, text);
+                case 2 -> stubLog.error("[{}/{}] {}", model, instance, text);
+                default -> stubLog.debug("[{}/{}] {}", model, instance, text);
+            }
+        } finally {
+            MDC.remove("model");
+            MDC.remove("instance");
+        }
+    }
+
+    // ------------------------------------------------------------------ socket frames
+
+    private static ByteBuffer readFrame(SocketChannel ch, byte expected) throws IOException {
+        ByteBuffer head = ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN);
+        readFully(ch, head);
+        int n = head.flip().getInt();
+        if (n < 1 || n > Wire.MAX_FRAME) {
+            throw Wire.protocol("frame length " + n + " out of range");
+        }
+        ByteBuffer body = ByteBuffer.allocate(n).order(ByteOrder.LITTLE_ENDIAN);
+        readFully(ch, body);
+        body.flip();
+        if (expected != 0) {
+            byte type = body.get();
+            if (type != expected) {
+                throw Wire.protocol("expected frame type " + expected + ", got " + type);
+            }
+        }
+        return body;
+    }
+
+    private static void readFully(SocketChannel ch, ByteBuffer b) throws IOException {
+        while (b.hasRemaining()) {
+            if (ch.read(b) < 0) {
+                throw new IOException("the python stub closed its connection");
+            }
+        }
+    }
+
+    private void writeFrame(byte type, byte[] payload) throws IOException {
+        writeFrame(type, payload, payload.length);
+    }
+
+    private void writeFrame(byte type, byte[] payload, int len) throws IOException {
+        SocketChannel ch = channel;
+        if (ch == null) {
+            throw new IOException("not connected");
+        }
+        ByteBuffer b = ByteBuffer.allocate(5 + len).order(ByteOrder.LITTLE_ENDIAN);
+        b.putInt(len + 1).put(type).put(payload, 0, len).flip();
+        synchronized (writeLock) {
+            while (b.hasRemaining()) {
+                ch.write(b);
+            }
+        }
+    }
+
+    private void trySend(byte type, byte[] payload) {
+        try {
+            writeFrame(type, payload);
+        } catch (IOException e) {
+            log.debug("{}: cannot send frame {} to the stub", tag, type, e);
+        }
+    }
+
+    private void readLoop() {
+        SocketChannel ch = channel;
+        try {
+            while (ch != null) {
+                ByteBuffer f = readFrame(ch, (byte) 0);
+                byte type = f.get();
+                switch (type) {
+                    case Wire.F_PONG -> {
+                        if (f.remaining() >= 8 && f.getLong() == pingSeqSent()) {
+                            pingSentNanos = 0;
+                        }
+                    }
+                    case Wire.F_WAKE_HOST -> {
+                        Execution c = current;
+                        Thread w = c == null ? null : c.waiter;
+                        if (w != null) {
+                            LockSupport.unpark(w);
+                        }
+                    }
+                    case Wire.F_RESPONSE -> onResponseFrame(MemorySegment.ofBuffer(f.slice()));
+                    case Wire.F_LOG -> {
+                        int level = f.hasRemaining() ? f.get() : 0;
+                        logStub(level, StandardCharsets.UTF_8.decode(f).toString());
+                    }
+                    case Wire.F_FINALIZED -> log.debug("{}: finalize() completed", tag);
+                    default -> throw Wire.protocol("unexpected frame type " + type);
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            if (!dead.get() && killReason == null) {
+                if (e instanceof IOException && exitsSoon()) {
+                    return; // a crash: the exit callback reports it with the exit status
+                }
+                String reason = e instanceof BackplaneException ? e.getMessage() : "closed its control connection (" + e.getMessage() + ")";
+                kill(reason);
+            }
+        }
+    }
+
+    private boolean exitsSoon() {
+        Process p = process;
+        try {
+            return p != null && p.waitFor(2, TimeUnit.SECONDS);
+        } catch (InterruptedException ie) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+    }
+
+    private synchronized long pingSeqSent() {
+        return pingSeq;
+    }
+
+    // ------------------------------------------------------------------ executing
+
+    /** Runs one batch; returns when the stub's execute() returned or the stub was given up. */
+    void execute(List<ScheduledRequest> batch) {
+        regionLock.readLock().lock();
+        try {
+            SharedRegion reg = region;
+            if (dead.get() || stalled || reg == null) {
+                BackplaneException err = BackplaneException.unavailable(describe() + " is not serving (" + (stalled ? "stalled" : "exited") + ")");
+                for (ScheduledRequest sr : batch) {
+                    failDirect(sr, err);
+                }
+                return;
+            }
+            Execution e = new Execution(nextExecId++);
+            Wire.Out reqs = new Wire.Out(256);
+            for (ScheduledRequest sr : batch) {
+                if (sr.isDone()) {
+                    continue;
+                }
+                Req r = new Req(sr, e.reqs.size(), e);
+                try {
+                    encodeRequest(reg, r, reqs);
+                } catch (RuntimeException ex) {
+                    releaseBlocks(reg, r);
+                    failDirect(sr, BackplaneException.wrap(ex, describe() + ": cannot pass the request to the stub"));
+                    continue;
+                }
+                if (e.reqs.size() == 0xFFFF) {
+                    failDirect(sr, BackplaneException.invalid("batch holds more than 65535 requests"));
+                    releaseBlocks(reg, r);
+                    continue;
+                }
+                e.reqs.add(r);
+            }
+            if (e.reqs.isEmpty()) {
+                return;
+            }
+            Wire.Out msg = new Wire.Out(reqs.size() + 16);
+            msg.u32(generation).u64(e.id).u16(e.reqs.size());
+            msg.write(reqs.buffer(), 0, reqs.size());
+            try {
+                e.msgBlock = reg.allocate(msg.size());
+            } catch (RuntimeException ex) {
+                for (Req r : e.reqs) {
+                    releaseBlocks(reg, r);
+                    failDirect(r.sr, BackplaneException.wrap(ex, describe()));
+                }
+                return;
+            }
+            MemorySegment.copy(msg.buffer(), 0, reg.hostSegment(e.msgBlock), ValueLayout.JAVA_BYTE, 0, msg.size());
+            e.seq = ++toStubSeq;
+            e.waiter = Thread.currentThread();
+            executions.put(e.id, e);
+            current = e;
+            owner.workStarted();
+            ctl.set(ValueLayout.JAVA_LONG, Wire.W_MSG_CHUNK, e.msgBlock.chunk());
+            ctl.set(ValueLayout.JAVA_LONG, Wire.W_MSG_OFF, e.msgBlock.offset());
+            ctl.set(ValueLayout.JAVA_LONG, Wire.W_MSG_LEN, msg.size());
+            LONG.setVolatile(ctl, Wire.W_TO_STUB_SEQ, e.seq);
+            if ((long) LONG.getVolatile(ctl, Wire.W_STUB_WAITING) != 0) {
+                trySend(Wire.F_WAKE, new byte[0]);
+            }
+            boolean got = awaitReply(e);
+            if (got) {
+                synchronized (e) {
+                    processResult(reg, e, !e.abandoned);
+                }
+            }
+        } finally {
+            current = null;
+            regionLock.readLock().unlock();
+        }
+    }
+
+    private void encodeRequest(SharedRegion reg, Req r, Wire.Out out) {
+        ScheduledRequest sr = r.sr;
+        var req = sr.request();
+        SharedRegion.Block cb = reg.allocate(8);
+        r.cancelBlock = cb;
+        reg.hostSegment(cb).set(ValueLayout.JAVA_LONG, 0, sr.isCancelled() ? 1L : 0L);
+        r.cancelMirrored = sr.isCancelled();
+        out.u64(sr.id()).str(req.id()).str(req.correlationId()).str(Wire.json(req.parameters()));
+        out.u32(cb.chunk()).u64(cb.offset());
+        out.u16(req.requestedOutputs().size());
+        for (String n : req.requestedOutputs()) {
+            out.str(n);
+        }
+        out.u16(req.inputs().size());
+        for (Tensor t : req.inputs()) {
+            if (t.memoryType() == MemoryType.GPU) {
+                throw new BackplaneException(ErrorCode.UNSUPPORTED, "input '" + t.name() + "' is in GPU memory; the python backend takes host tensors");
+            }
+            long n = t.byteSize();
+            out.str(t.name()).u8(t.dataType().ordinal()).u8(t.rank());
+            for (int i = 0; i < t.rank(); i++) {
+                out.u64(t.dim(i));
+            }
+            if (n > 0) {
+                SharedRegion.Block b = reg.allocate(n);
+                r.blocks.add(b);
+                MemorySegment.copy(t.data(), 0, reg.hostSegment(b), 0, n);
+                out.u32(b.chunk()).u64(b.offset()).u64(n);
+            } else {
+                out.u32(0).u64(0).u64(0);
+            }
+        }
+    }
+
+    private boolean awaitReply(Execution e) {
+        long spinEnd = System.nanoTime() + settings.spinMicros() * 1000;
+        boolean waiting = false;
+        try {
+            while (true) {
+                if ((long) LONG.getVolatile(ctl, Wire.W_REPLY_SEQ) == e.seq) {
+                    return true;
+                }
+                if (e.abandoned || dead.get()) {
+                    return false;
+                }
+                if (Thread.currentThread().isInterrupted()) {
+                    // The host gave up on this execute (its watchdog, unload): abandon it like a stall.
+                    stall("had execute() interrupted by the host");
+                    return false;
+                }
+                if (!waiting) {
+                    if (System.nanoTime() < spinEnd) {
+                        Thread.onSpinWait();
+                    } else {
+                        LONG.setVolatile(ctl, Wire.W_HOST_WAITING, 1L);
+                        waiting = true;
+                    }
+                    continue;
+                }
+                LockSupport.parkNanos(1_000_000);
+            }
+        } finally {
+            if (waiting) {
+                LONG.setVolatile(ctl, Wire.W_HOST_WAITING, 0L);
+            }
+        }
+    }
+
+    /** Reads the result of {@code e} from the region; delivers it unless the execution was abandoned. */
+    private void processResult(SharedRegion reg, Execution e, boolean deliver) {
+        if (e.resultSeen) {
+            return;
+        }
+        try {
+            long exec = ctl.get(ValueLayout.JAVA_LONG, Wire.W_REPLY_EXEC);
+            if (exec != e.id) {
+                throw Wire.protocol("result for execution " + exec + " arrived where " + e.id + " was expected");
+            }
+            MemorySegment m = reg.stubSlice(ctl.get(ValueLayout.JAVA_LONG, Wire.W_REPLY_CHUNK),
+                    ctl.get(ValueLayout.JAVA_LONG, Wire.W_REPLY_OFF), ctl.get(ValueLayout.JAVA_LONG, Wire.W_REPLY_LEN));
+            Wire.In in = new Wire.In(m);
+            long gen = in.u32();
+            long id = in.u64();
+            int n = in.u16();
+            if (gen != generation || id != e.id || n != e.reqs.size()) {
+                throw Wire.protocol("result header (generation " + gen + ", execution " + id + ", " + n + " requests) does not match"
+                        + " generation " + generation + ", execution " + e.id + ", " + e.reqs.size() + " requests");
+            }
+            List<InferenceResponse> finals = new ArrayList<>(n);
+            for (int i = 0; i < n; i++) {
+                int state = in.u8();
+                switch (state) {
+                    case 0 -> finals.add(null);
+                    case 1 -> finals.add(decodeResponse(reg, in, e.reqs.get(i)));
+                    case 2 -> finals.add(null);
+                    default -> throw Wire.protocol("request state " + state + " is unknown");
+                }
+                if (state != 0) {
+                    e.reqs.get(i).stubDone = true;
+                }
+            }
+            e.resultSeen = true;
+            for (int i = 0; i < n; i++) {
+                InferenceResponse resp = finals.get(i);
+                Req r = e.reqs.get(i);
+                if (resp != null) {
+                    if (deliver) {
+                        finish(r, resp);
+                    } else {
+                        droppedMessages.incrementAndGet();
+                    }
+                }
+            }
+        } catch (BackplaneException ex) {
+            e.resultSeen = true;
+            for (Req r : e.reqs) {
+                r.stubDone = true;
+                finish(r, InferenceResponse.error(new BackplaneException(ErrorCode.INTERNAL, describe() + ": " + ex.getMessage(), ex)));
+            }
+            kill(ex.getMessage());
+        }
+        SharedRegion.Block mb = e.msgBlock;
+        if (mb != null) {
+            e.msgBlock = null;
+            reg.free(mb);
+        }
+        for (Req r : e.reqs) {
+            maybeRelease(reg, r);
+        }
+    }
+
+    private InferenceResponse decodeResponse(SharedRegion reg, Wire.In in, Req r) {
+        int hasError = in.u8();
+        if (hasError == 1) {
+            ErrorCode code = Wire.errorCode(in.u8());
+            String msg = in.str();
+            return InferenceResponse.error(new BackplaneException(code, msg));
+        }
+        if (hasError != 0) {
+            throw Wire.protocol("response kind " + hasError + " is unknown");
+        }
+        int count = in.u16();
+        List<String> wanted = r.sr.request().requestedOutputs();
+        List<Tensor> outs = new ArrayList<>(count);
+        for (int i = 0; i < count; i++) {
+            String name = in.str();
+            int code = in.u8();
+            int ndim = in.u8();
+            if (code >= TYPES.length) {
+                throw Wire.protocol("output '" + name + "' has datatype code " + code);
+            }
+            long[] shape = new long[ndim];
+            for (int d = 0; d < ndim; d++) {
+                shape[d] = in.u64();
+            }
+            long chunk = in.u32();
+            long off = in.u64();
+            long nbytes = in.u64();
+            MemorySegment data = reg.stubSlice(chunk, off, nbytes);
+            if (!wanted.isEmpty() && !wanted.contains(name)) {
+                continue;
+            }
+            MemorySegment copy = MemorySegment.ofArray(data.toArray(ValueLayout.JAVA_BYTE));
+            try {
+                outs.add(Tensor.of(name, TYPES[code], shape, copy));
+            } catch (BackplaneException ex) {
+                throw Wire.protocol("output '" + name + "': " + ex.getMessage());
+            }
+        }
+        in.str(); // response parameters (JSON) are not forwarded yet
+        return InferenceResponse.of(outs);
+    }
+
+    private void onResponseFrame(MemorySegment payload) {
+        regionLock.readLock().lock();
+        try {
+            SharedRegion reg = region;
+            if (reg == null || dead.get()) {
+                return;
+            }
+            Wire.In in = new Wire.In(payload);
+            long gen = in.u32();
+            long execId = in.u64();
+            int index = in.u16();
+            boolean fin = in.u8() == 1;
+            boolean has = in.u8() == 1;
+            Execution e = executions.get(execId);
+            Req r = e != null && gen == generation && index < e.reqs.size() ? e.reqs.get(index) : null;
+            InferenceResponse resp = null;
+            if (has) {
+                resp = r == null ? skipResponse(reg, in) : decodeResponse(reg, in, r);
+            }
+            long token = in.u64();
+            if (token != 0) {
+                trySend(Wire.F_ACK, new Wire.Out(8).u64(token).toByteArray());
+            }
+            if (r == null) {
+                droppedMessages.incrementAndGet();
+                log.debug("{}: dropped a response for unknown execution {} index {} (generation {})", tag, execId, index, gen);
+                return;
+            }
+            if (fin) {
+                r.stubDone = true;
+            }
+            if (e.abandoned || r.hostDone.get()) {
+                droppedMessages.incrementAndGet();
+            } else if (fin) {
+                finish(r, resp);
+            } else if (resp != null) {
+                try {
+                    r.sr.sender().send(resp, 0);
+                } catch (IllegalStateException ex) {
+                    log.debug("{}: response for a closed request dropped", tag, ex);
+                }
+            }
+            if (fin) {
+                maybeRelease(reg, r);
+            }
+        } finally {
+            regionLock.readLock().unlock();
+        }
+    }
+
+    private InferenceResponse skipResponse(SharedRegion reg, Wire.In in) {
+        int hasError = in.u8();
+        if (hasError == 1) {
+            in.u8();
+            in.str();
+            return InferenceResponse.of(List.of());
+        }
+        int count = in.u16();
+        for (int i = 0; i < count; i++) {
+            in.str();
+            in.u8();
+            int ndim = in.u8();
+            for (int d = 0; d < ndim; d++) {
+                in.u64();
+            }
+            reg.stubSlice(in.u32(), in.u64(), in.u64());
+        }
+        in.str();
+        return InferenceResponse.of(List.of());
+    }
+
+    /** Ends {@code r} with {@code resp} (null: FINAL without a response) unless it already ended. */
+    private void finish(Req r, @Nullable InferenceResponse resp) {
+        if (!r.hostDone.compareAndSet(false, true)) {
+            return;
+        }
+        try {
+            r.sr.sender().send(resp, ResponseSender.FINAL);
+        } catch (RuntimeException ex) {
+            log.debug("{}: request {} had already ended", tag, r.sr.id(), ex);
+        }
+        Execution e = r.exec;
+        if (e.resultSeen && allSettled(e)) {
+            executions.remove(e.id, e);
+        }
+    }
+
+    private static void failDirect(ScheduledRequest sr, BackplaneException err) {
+        try {
+            sr.sender().sendError(err);
+        } catch (RuntimeException ex) {
+            log.debug("request {} had already ended", sr.id(), ex);
+        }
+    }
+
+    private void maybeRelease(SharedRegion reg, Req r) {
+        if (r.stubDone && r.exec.resultSeen && r.freed.compareAndSet(false, true)) {
+            releaseBlocks(reg, r);
+        }
+        Execution e = r.exec;
+        if (e.resultSeen && allSettled(e)) {
+            executions.remove(e.id, e);
+        }
+    }
+
+    private static boolean allSettled(Execution e) {
+        for (Req r : e.reqs) {
+            if (!r.freed.get() || !r.hostDone.get()) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static void releaseBlocks(SharedRegion reg, Req r) {
+        for (SharedRegion.Block b : r.blocks) {
+            reg.free(b);
+        }
+        r.blocks.clear();
+        SharedRegion.Block cb = r.cancelBlock;
+        if (cb != null) {
+            reg.free(cb);
+            r.cancelBlock = null;
+        }
+    }
+
+    // ------------------------------------------------------------------ health
+
+    /**
+     * One monitor round: cancellation mirroring, heartbeat, execute watchdog, stall recovery or
+     * kill. Returns whether the stub has work (the monitor parks without a timeout otherwise).
+     */
+    boolean tick(long now) {
+        if (dead.get()) {
+            return false;
+        }
+        boolean busy = stalled || current != null || hasOpenRequests();
+        if (!busy) {
+            pingSentNanos = 0;
+            return false;
+        }
+        regionLock.readLock().lock();
+        try {
+            SharedRegion reg = region;
+            if (reg == null || dead.get()) {
+                return false;
+            }
+            for (Execution e : executions.values()) {
+                for (Req r : e.reqs) {
+                    if (!r.cancelMirrored && !r.freed.get() && r.sr.isCancelled()) {
+                        SharedRegion.Block cb = r.cancelBlock;
+                        if (cb != null) {
+                            reg.hostSegment(cb).set(ValueLayout.JAVA_LONG, 0, 1L);
+                        }
+                        r.cancelMirrored = true;
+                    }
+                }
+            }
+            long sent = pingSentNanos;
+            if (sent == 0) {
+                if (now - lastPingNanos >= settings.heartbeatIntervalMillis() * 1_000_000) {
+                    long seq;
+                    synchronized (this) {
+                        seq = ++pingSeq;
+                    }
+                    lastPingNanos = now;
+                    pingSentNanos = now;
+                    trySend(Wire.F_PING, new Wire.Out(8).u64(seq).toByteArray());
+                }
+            } else if (!stalled && now - sent > settings.heartbeatTimeoutMillis() * 1_000_000) {
+                stall("sent no heartbeat for " + (now - sent) / 1_000_000 + " ms (" + StubSettings.HEARTBEAT_TIMEOUT + "="
+                        + settings.heartbeatTimeoutMillis() + "); it is stopped or hung");
+            }
+            Execution c = current;
+            long limit = settings.executeTimeoutMillis();
+            if (!stalled && c != null && limit > 0 && now - c.startNanos > limit * 1_000_000) {
+                stall("execute() ran longer than " + StubSettings.EXECUTE_TIMEOUT + "=" + limit + " ms");
+            }
+            if (stalled) {
+                Execution a = abandonedCurrent;
+                if (a != null && !a.resultSeen && (long) LONG.getVolatile(ctl, Wire.W_REPLY_SEQ) == a.seq) {
+                    synchronized (a) {
+                        processResult(reg, a, false);
+                    }
+                    log.info("{}: the abandoned execution {} ended late; its results were dropped", describe(), a.id);
+                }
+                if ((a == null || a.resultSeen) && pingSentNanos == 0 && current == null) {
+                    abandonedCurrent = null;
+                    stalled = false;
+                    log.warn("{}: the python stub responds again; the instance serves again", describe());
+                    owner.readinessChanged();
+                } else if (now - stalledSinceNanos > settings.stallKillMillis() * 1_000_000) {
+                    kill("did not recover within " + StubSettings.STALL_KILL + "=" + settings.stallKillMillis() + " ms of being"
+                            + " declared unhealthy");
+                }
+            }
+            return true;
+        } finally {
+            regionLock.readLock().unlock();
+        }
+    }
+
+    private boolean hasOpenRequests() {
+        for (Execution e : executions.values()) {
+            for (Req r : e.reqs) {
+                if (!r.hostDone.get()) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    /** Fails everything open on this stub and quarantines its in-flight memory; see the class comment. */
+    private synchronized void stall(String reason) {
+        if (stalled) {
+            return;
+        }
+        stalledSinceNanos = System.nanoTime();
+        stalled = true;
+        Execution c = current;
+        abandonedCurrent = c;
+        String message = describe() + " " + reason;
+        log.warn("{}: failing its open requests; it is killed unless it recovers within {} ms", message, settings.stallKillMillis());
+        failAll(BackplaneException.unavailable(message));
+        owner.readinessChanged();
+    }
+
+    private void failAll(BackplaneException err) {
+        for (Execution e : executions.values()) {
+            e.abandoned = true;
+            for (Req r : e.reqs) {
+                finish(r, InferenceResponse.error(err));
+            }
+            Thread w = e.waiter;
+            if (w != null) {
+                LockSupport.unpark(w);
+            }
+        }
+    }
+
+    /** Kills the process (SIGKILL); {@link #onProcessExit} then fails what is open and cleans up. */
+    void kill(String reason) {
+        boolean first;
+        synchronized (this) {
+            first = killReason == null;
+            if (first) {
+                killReason = reason;
+            }
+        }
+        Process p = process;
+        if (p != null && p.isAlive()) {
+            if (first) {
+                log.warn("{}: killing the python stub: {}", describe(), reason);
+            }
+            p.destroyForcibly();
+        }
+    }
+
+    private void onProcessExit() {
+        if (!dead.compareAndSet(false, true)) {
+            return;
+        }
+        Process p = process;
+        int code = p == null ? -1 : p.exitValue();
+        String reason = killReason != null ? "was killed: " + killReason
+                : "exited with code " + code + (code > 128 ? " (signal " + (code - 128) + ")" : "");
+        try {
+            failAll(BackplaneException.unavailable(describe() + " " + reason + " while requests were in flight"));
+            closeQuietly(channel);
+            Thread r = reader;
+            if (r != null && r != Thread.currentThread()) {
+                r.join(5000);
+            }
+            joinPumps();
+            regionLock.writeLock().lock();
+            try {
+                if (region != null) {
+                    region.close();
+                }
+            } finally {
+                regionLock.writeLock().unlock();
+            }
+            if (droppedMessages.get() > 0) {
+                log.info("{}: {} late message(s) from abandoned executions were dropped", describe(), droppedMessages.get());
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } catch (RuntimeException e) {
+            log.warn("{}: clean-up after exit failed", describe(), e);
+        } finally {
+            cleanedUp.complete(null);
+        }
+        owner.onStubExit(this, reason);
+    }
+
+    /**
+     * Asks the stub to run finalize() and exit; kills it after {@code finalize_timeout_ms}.
+     * Returns once the process is gone and its region is removed.
+     */
+    void shutdown() {
+        if (!dead.get()) {
+            if (killReason == null) {
+                killReason = "the instance is closing";
+            }
+            trySend(Wire.F_FINALIZE, new byte[0]);
+            Process p = process;
+            if (p != null) {
+                try {
+                    if (!p.waitFor(settings.finalizeTimeoutMillis(), TimeUnit.MILLISECONDS)) {
+                        log.warn("{}: finalize() did not end within {} ms; killing the stub", describe(), settings.finalizeTimeoutMillis());
+                        p.destroyForcibly();
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    p.destroyForcibly();
+                }
+            }
+        }
+        try {
+            cleanedUp.get(Duration.ofSeconds(30).toMillis(), TimeUnit.MILLISECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } catch (TimeoutException | java.util.concurrent.ExecutionException e) {
+            log.warn("{}: clean-up did not finish", describe(), e);
+        }
+    }
+
+    private static void closeQuietly(@Nullable AutoCloseable c) {
+        if (c != null) {
+            try {
+                c.close();
+            } catch (Exception e) {
+                log.trace("close failed", e);
+            }
+        }
+    }
+
+    private static byte[] randomBytes(int n) {
+        byte[] b = new byte[n];
+        RANDOM.nextBytes(b);
+        return b;
+    }
+}

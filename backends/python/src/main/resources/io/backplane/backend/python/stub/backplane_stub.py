@@ -1,0 +1,643 @@
+"""Backplane python stub: runs one instance of a Triton python_backend model for a Backplane host.
+
+Protocol (see StubConnection.java for the design): control frames over a Unix socket
+(u32 length, u8 type, payload); executions and their results through the instance's
+shared-memory region, with sequence words in a control block that both sides spin on briefly
+before blocking on the socket.
+"""
+
+import bisect
+import faulthandler
+import json
+import mmap
+import os
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+import traceback
+
+import numpy as np
+
+import triton_python_backend_utils as pb_utils
+
+# Frame types, host -> stub
+F_INIT, F_PING, F_WAKE, F_ACK, F_FINALIZE = 1, 2, 3, 4, 5
+# Frame types, stub -> host
+F_HELLO, F_INIT_OK, F_INIT_ERR, F_PONG, F_WAKE_HOST, F_RESPONSE, F_LOG, F_FINALIZED = 20, 21, 22, 23, 24, 25, 26, 27
+
+# Control block words (int64 each) at the start of host chunk 0.
+W_MAGIC, W_TO_STUB_SEQ, W_MSG_CHUNK, W_MSG_OFF, W_MSG_LEN, W_STUB_WAITING = 0, 1, 2, 3, 4, 5
+W_REPLY_SEQ, W_REPLY_CHUNK, W_REPLY_OFF, W_REPLY_LEN, W_HOST_WAITING, W_REPLY_EXEC = 6, 7, 8, 9, 10, 11
+MAGIC = 0x42504C4E50594731  # "BPLNPYG1"
+
+# Wire datatype codes: io.backplane.spi.DataType ordinals.
+WIRE_TO_NUMPY = [np.bool_, np.uint8, np.uint16, np.uint32, np.uint64, np.int8, np.int16, np.int32, np.int64,
+                 np.float16, np.uint16, np.float32, np.float64, np.object_]
+WIRE_BYTES = 13
+NUMPY_TO_WIRE = {np.dtype(t): i for i, t in enumerate(WIRE_TO_NUMPY) if i not in (10, WIRE_BYTES)}
+
+# pb_utils.TritonError code -> wire error code (io.backplane.spi.ErrorCode ordinal)
+EC_INVALID, EC_NOT_FOUND, EC_UNAVAILABLE, EC_EXHAUSTED, EC_CANCELLED, EC_DEADLINE, EC_UNSUPPORTED, EC_TOO_LARGE, \
+    EC_INTERNAL = range(9)
+TRITON_TO_WIRE_ERROR = {0: EC_INTERNAL, 1: EC_INTERNAL, 2: EC_NOT_FOUND, 3: EC_INVALID, 4: EC_UNAVAILABLE,
+                        5: EC_UNSUPPORTED, 6: EC_INVALID, 7: EC_CANCELLED}
+
+ALIGN = 64
+SHM_DIR = "/dev/shm"
+
+_u32 = struct.Struct("<I")
+_u64 = struct.Struct("<Q")
+_i64 = struct.Struct("<q")
+_frame_head = struct.Struct("<IB")
+_u16 = struct.Struct("<H")
+_exec_head = struct.Struct("<IQH")
+_req_mid = struct.Struct("<IQH")
+_in_tail = struct.Struct("<IQQ")
+_out_tail = struct.Struct("<IQQ")
+
+
+class ProtocolError(Exception):
+    pass
+
+
+class Reader:
+    __slots__ = ("buf", "pos", "end")
+
+    def __init__(self, buf, pos=0, end=None):
+        self.buf = buf
+        self.pos = pos
+        self.end = len(buf) if end is None else end
+
+    def _need(self, n):
+        if self.pos + n > self.end:
+            raise ProtocolError("message truncated at byte %d (needs %d more)" % (self.pos, n))
+
+    def u8(self):
+        self._need(1)
+        v = self.buf[self.pos]
+        self.pos += 1
+        return v
+
+    def u16(self):
+        self._need(2)
+        v = self.buf[self.pos] | (self.buf[self.pos + 1] << 8)
+        self.pos += 2
+        return v
+
+    def u32(self):
+        self._need(4)
+        (v,) = _u32.unpack_from(self.buf, self.pos)
+        self.pos += 4
+        return v
+
+    def u64(self):
+        self._need(8)
+        (v,) = _u64.unpack_from(self.buf, self.pos)
+        self.pos += 8
+        return v
+
+    def i64(self):
+        self._need(8)
+        (v,) = _i64.unpack_from(self.buf, self.pos)
+        self.pos += 8
+        return v
+
+    def str(self):
+        n = self.u32()
+        self._need(n)
+        s = bytes(self.buf[self.pos:self.pos + n]).decode("utf-8")
+        self.pos += n
+        return s
+
+
+def w_str(out, s):
+    b = s.encode("utf-8")
+    out += _u32.pack(len(b))
+    out += b
+
+
+class Arena:
+    """The stub's own shared-memory chunks (outputs and results), first-fit with coalescing."""
+
+    def __init__(self, prefix, limit, initial):
+        self.prefix = prefix
+        self.limit = limit
+        self.initial = initial
+        self.lock = threading.Lock()
+        self.chunks = []  # (mmap, uint8 view, size)
+        self.free = []  # per chunk: sorted list of [offset, size]
+        self.total = 0
+
+    def _grow(self, need):
+        size = max(self.initial, need, 2 * self.chunks[-1][2] if self.chunks else 0)
+        size = (size + 4095) & ~4095
+        if self.total + size > self.limit:
+            size = ((need + 4095) & ~4095)
+            if self.total + size > self.limit:
+                raise pb_utils.TritonModelException(
+                    "the outputs need %d bytes of shared memory but the instance's limit of %d bytes (shm_max_bytes) "
+                    "is reached (%d in use); raise shm_max_bytes" % (need, self.limit, self.total))
+        k = len(self.chunks)
+        path = os.path.join(SHM_DIR, "%s-s%d" % (self.prefix, k))
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.ftruncate(fd, size)
+            mm = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        self.chunks.append((mm, np.frombuffer(mm, dtype=np.uint8), size))
+        self.free.append([[0, size]])
+        self.total += size
+
+    def alloc(self, n):
+        n = max(ALIGN, (n + ALIGN - 1) & ~(ALIGN - 1))
+        with self.lock:
+            for _ in range(2):
+                for c, fl in enumerate(self.free):
+                    for i, blk in enumerate(fl):
+                        if blk[1] >= n:
+                            off = blk[0]
+                            if blk[1] == n:
+                                del fl[i]
+                            else:
+                                blk[0] += n
+                                blk[1] -= n
+                            return c, off, n
+                self._grow(n)
+        raise pb_utils.TritonModelException("shared-memory allocation of %d bytes failed" % n)
+
+    def release(self, blocks):
+        with self.lock:
+            for c, off, n in blocks:
+                fl = self.free[c]
+                i = bisect.bisect_left(fl, [off, 0])
+                fl.insert(i, [off, n])
+                if i + 1 < len(fl) and fl[i][0] + fl[i][1] == fl[i + 1][0]:
+                    fl[i][1] += fl[i + 1][1]
+                    del fl[i + 1]
+                if i > 0 and fl[i - 1][0] + fl[i - 1][1] == fl[i][0]:
+                    fl[i - 1][1] += fl[i][1]
+                    del fl[i]
+
+
+class Runtime:
+    def __init__(self, sock, prefix, gen, spin_ns, shm_max):
+        self.sock = sock
+        self.prefix = prefix
+        self.gen = gen
+        self.spin_ns = spin_ns
+        self.send_lock = threading.Lock()
+        self.fence_lock = threading.Lock()
+        self.wake = threading.Event()
+        self.shutdown = False
+        self.host_chunks = {}
+        self.arena = Arena(prefix, shm_max, 1 << 20)
+        self.pending_acks = {}
+        self.ack_lock = threading.Lock()
+        self.next_token = 1
+        self.sync_blocks = []
+        self.model = None
+        self.model_name = ""
+        self.decoupled = False
+        self.ctl = None
+
+    # ---- socket ----
+    def send_frame(self, ftype, payload=b""):
+        data = _frame_head.pack(len(payload) + 1, ftype) + payload
+        with self.send_lock:
+            self.sock.sendall(data)
+
+    def log(self, level, message):
+        try:
+            self.send_frame(F_LOG, bytes([level & 0xFF]) + message.encode("utf-8", "replace"))
+        except OSError:
+            sys.stderr.write(message + "\n")
+
+    def fence(self):
+        # A lock-prefixed atomic (x86) orders the store before it against the load after it.
+        self.fence_lock.acquire()
+        self.fence_lock.release()
+
+    # ---- shared memory ----
+    def host_chunk(self, k):
+        v = self.host_chunks.get(k)
+        if v is None:
+            if k < 0 or k > 4096:
+                raise ProtocolError("host chunk index %d out of range" % k)
+            path = os.path.join(SHM_DIR, "%s-h%d" % (self.prefix, k))
+            fd = os.open(path, os.O_RDWR)
+            try:
+                size = os.fstat(fd).st_size
+                mm = mmap.mmap(fd, size)
+            finally:
+                os.close(fd)
+            v = (mm, np.frombuffer(mm, dtype=np.uint8))
+            self.host_chunks[k] = v
+        return v[1]
+
+    def host_slice(self, k, off, n):
+        u8 = self.host_chunk(k)
+        if off < 0 or n < 0 or off + n > u8.shape[0]:
+            raise ProtocolError("host offset %d+%d outside chunk %d of %d bytes" % (off, n, k, u8.shape[0]))
+        return u8[off:off + n]
+
+    # ---- encoding responses ----
+    def write_tensor(self, out, t, blocks):
+        arr = t.as_numpy()
+        if arr.dtype == np.object_:
+            code = WIRE_BYTES
+            data = pb_utils.serialize_byte_tensor(arr)
+        else:
+            code = NUMPY_TO_WIRE.get(arr.dtype)
+            if code is None:
+                raise pb_utils.TritonModelException("output '%s': numpy dtype %s is not supported" % (t.name(), arr.dtype))
+            data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+        n = data.shape[0]
+        if n:
+            c, off, size = self.arena.alloc(n)
+            self.arena.chunks[c][0][off:off + n] = data
+            blocks.append((c, off, size))
+        else:
+            c, off = 0, 0
+        w_str(out, t.name())
+        out.append(code)
+        out.append(arr.ndim)
+        out += struct.pack("<%dq" % arr.ndim, *arr.shape)
+        out += _out_tail.pack(c, off, n)
+
+    def write_response(self, out, resp, blocks):
+        err = resp.error()
+        if err is not None:
+            out.append(1)
+            out.append(TRITON_TO_WIRE_ERROR.get(err.code(), EC_INTERNAL))
+            w_str(out, err.message())
+            return
+        out.append(0)
+        outs = resp.output_tensors()
+        out += struct.pack("<H", len(outs))
+        for t in outs:
+            self.write_tensor(out, t, blocks)
+        w_str(out, resp.parameters() or "{}")
+
+    def write_error(self, out, code, message):
+        out.append(1)
+        out.append(code)
+        w_str(out, message)
+
+    def send_response(self, req, response, final):
+        """Called by InferenceResponseSender.send (any thread)."""
+        out = bytearray()
+        out += _u32.pack(self.gen)
+        out += _u64.pack(req._exec_id)
+        out += struct.pack("<HB", req._index, 1 if final else 0)
+        blocks = []
+        if response is None:
+            out.append(0)
+        else:
+            out.append(1)
+            try:
+                self.write_response(out, response, blocks)
+            except Exception:
+                self.arena.release(blocks)
+                raise
+        token = 0
+        if blocks:
+            with self.ack_lock:
+                token = self.next_token
+                self.next_token += 1
+                self.pending_acks[token] = blocks
+        out += _u64.pack(token)
+        self.send_frame(F_RESPONSE, bytes(out))
+
+    # ---- executing ----
+    def parse_exec(self, msg):
+        """Decodes an EXEC message (bytes); every length and offset is checked before use."""
+        end = len(msg)
+        if end < 14:
+            raise ProtocolError("execution message of %d bytes is truncated" % end)
+        gen, exec_id, nreq = _exec_head.unpack_from(msg, 0)
+        if gen != self.gen:
+            raise ProtocolError("execution for generation %d reached generation %d" % (gen, self.gen))
+        pos = 14
+        requests = []
+        new_request = pb_utils.InferenceRequest.__new__
+        new_tensor = pb_utils.Tensor.__new__
+        Req = pb_utils.InferenceRequest
+        Ten = pb_utils.Tensor
+
+        def string(pos):
+            if pos + 4 > end:
+                raise ProtocolError("execution message truncated at byte %d" % pos)
+            (n,) = _u32.unpack_from(msg, pos)
+            pos += 4
+            if pos + n > end:
+                raise ProtocolError("string of %d bytes at byte %d runs past the message" % (n, pos))
+            return msg[pos:pos + n].decode("utf-8"), pos + n
+
+        for index in range(nreq):
+            pos += 8  # host request id (diagnostics)
+            req = new_request(Req)
+            req._bls_model = None
+            req._request_id, pos = string(pos)
+            cid, pos = string(pos)
+            req._correlation_id = int(cid) if cid.isdigit() else (cid if cid else 0)
+            req._parameters, pos = string(pos)
+            if pos + 14 > end:
+                raise ProtocolError("execution message truncated at byte %d" % pos)
+            cchunk, coff, nout = _req_mid.unpack_from(msg, pos)
+            pos += 14
+            req._cancel = self.host_slice(cchunk, coff, 8)
+            requested = []
+            for _ in range(nout):
+                name, pos = string(pos)
+                requested.append(name)
+            req._requested = requested
+            if pos + 2 > end:
+                raise ProtocolError("execution message truncated at byte %d" % pos)
+            (nin,) = _u16.unpack_from(msg, pos)
+            pos += 2
+            inputs = []
+            for _ in range(nin):
+                name, pos = string(pos)
+                if pos + 2 > end:
+                    raise ProtocolError("execution message truncated at byte %d" % pos)
+                code = msg[pos]
+                ndim = msg[pos + 1]
+                pos += 2
+                if pos + 8 * ndim + 20 > end:
+                    raise ProtocolError("execution message truncated at byte %d" % pos)
+                shape = struct.unpack_from("<%dq" % ndim, msg, pos)
+                pos += 8 * ndim
+                chunk, off, nbytes = _in_tail.unpack_from(msg, pos)
+                pos += 20
+                raw = self.host_slice(chunk, off, nbytes)
+                if code == WIRE_BYTES:
+                    arr = pb_utils.deserialize_bytes_tensor(raw).reshape(shape)
+                elif code < WIRE_BYTES:
+                    arr = raw.view(WIRE_TO_NUMPY[code]).reshape(shape)
+                else:
+                    raise ProtocolError("input '%s' has unknown datatype code %d" % (name, code))
+                t = new_tensor(Ten)
+                t._name = name
+                t._array = arr
+                inputs.append(t)
+            req._inputs = inputs
+            req._sender = None
+            req._closed = False
+            req._exec_id = exec_id
+            req._index = index
+            requests.append(req)
+        return exec_id, requests
+
+    def run_execute(self, exec_id, requests):
+        """Runs execute() and returns the result message (bytes) plus its blocks."""
+        blocks = []
+        outcome = [None] * len(requests)  # per request: None (still open), InferenceResponse, or (code, msg)
+        try:
+            ret = self.model.execute(requests)
+            if self.decoupled:
+                if ret is not None:
+                    raise pb_utils.TritonModelException(
+                        "execute() of a decoupled model must return None and answer through the response senders; "
+                        "it returned %s" % type(ret).__name__)
+            elif ret is None:
+                for i, req in enumerate(requests):
+                    if not req._closed:
+                        outcome[i] = (EC_INTERNAL, "execute() returned None and request '%s' got no response through "
+                                      "its response sender; return a list with one InferenceResponse per request"
+                                      % req._request_id)
+            elif not isinstance(ret, (list, tuple)):
+                raise pb_utils.TritonModelException(
+                    "execute() must return a list of InferenceResponse, one per request; it returned %s"
+                    % type(ret).__name__)
+            elif len(ret) != len(requests):
+                raise pb_utils.TritonModelException(
+                    "execute() returned %d responses for %d requests; return exactly one InferenceResponse per request"
+                    % (len(ret), len(requests)))
+            else:
+                for i, resp in enumerate(ret):
+                    if requests[i]._closed:
+                        continue
+                    if not isinstance(resp, pb_utils.InferenceResponse):
+                        outcome[i] = (EC_INTERNAL, "execute() returned a %s for request '%s' instead of an "
+                                      "InferenceResponse" % (type(resp).__name__, requests[i]._request_id))
+                    else:
+                        outcome[i] = resp
+        except Exception as e:
+            tb = traceback.format_exc()
+            self.log(pb_utils.LogLevel.ERROR, "execute() raised for model '%s':\n%s" % (self.model_name, tb))
+            msg = "Failed to process the request(s) for model '%s', message: %s: %s" % (
+                self.model_name, type(e).__name__, e)
+            for i in range(len(requests)):
+                if not isinstance(outcome[i], pb_utils.InferenceResponse):
+                    outcome[i] = (EC_INTERNAL, msg)
+        out = bytearray()
+        out += _u32.pack(self.gen)
+        out += _u64.pack(exec_id)
+        out += struct.pack("<H", len(requests))
+        for i, req in enumerate(requests):
+            o = outcome[i]
+            sender = req._sender
+            if o is None:
+                out.append(2 if req._closed else 0)
+                continue
+            # This result closes the request: later sends from Python raise.
+            if sender is not None:
+                with sender._lock:
+                    already = sender._closed
+                    sender._closed = True
+            else:
+                already = req._closed
+            req._closed = True
+            if already:
+                out.append(2)
+                continue
+            out.append(1)
+            if isinstance(o, tuple):
+                self.write_error(out, o[0], o[1])
+            else:
+                try:
+                    mark = len(out)
+                    self.write_response(out, o, blocks)
+                except Exception as e:
+                    del out[mark:]
+                    self.write_error(out, EC_INTERNAL, "response for request '%s' could not be sent: %s: %s"
+                                     % (req._request_id, type(e).__name__, e))
+        c, off, size = self.arena.alloc(len(out))
+        self.arena.chunks[c][0][off:off + len(out)] = out
+        blocks.append((c, off, size))
+        return c, off, len(out), blocks
+
+    def main_loop(self):
+        ctl = self.ctl
+        last = 0  # a fresh region per generation: the host's first execution is sequence 1
+        clock = time.perf_counter_ns
+        while not self.shutdown:
+            s = ctl[W_TO_STUB_SEQ]
+            if s == last:
+                deadline = clock() + self.spin_ns
+                i = 0
+                while ctl[W_TO_STUB_SEQ] == last:
+                    i += 1
+                    if (i & 63) == 0 and clock() > deadline:
+                        break
+                s = ctl[W_TO_STUB_SEQ]
+                if s == last:
+                    self.wake.clear()
+                    ctl[W_STUB_WAITING] = 1
+                    self.fence()
+                    if ctl[W_TO_STUB_SEQ] == last and not self.shutdown:
+                        self.wake.wait()
+                    ctl[W_STUB_WAITING] = 0
+                    continue
+            last = s
+            # The host has consumed the previous result: its blocks are free again.
+            if self.sync_blocks:
+                self.arena.release(self.sync_blocks)
+                self.sync_blocks = []
+            chunk, off, n = ctl[W_MSG_CHUNK], ctl[W_MSG_OFF], ctl[W_MSG_LEN]
+            msg = self.host_slice(chunk, off, n).tobytes()
+            exec_id, requests = self.parse_exec(msg)
+            c, roff, rlen, blocks = self.run_execute(exec_id, requests)
+            self.sync_blocks = blocks
+            ctl[W_REPLY_CHUNK] = c
+            ctl[W_REPLY_OFF] = roff
+            ctl[W_REPLY_LEN] = rlen
+            ctl[W_REPLY_EXEC] = exec_id
+            ctl[W_REPLY_SEQ] = s
+            self.fence()
+            if ctl[W_HOST_WAITING]:
+                self.send_frame(F_WAKE_HOST)
+
+    def reader_loop(self):
+        buf = bytearray()
+        sock = self.sock
+        while True:
+            try:
+                data = sock.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                os._exit(3)  # the host closed the connection: it is gone or gave up on us
+            buf += data
+            while len(buf) >= 5:
+                (n, ftype) = _frame_head.unpack_from(buf, 0)
+                if len(buf) < 4 + n:
+                    break
+                payload = bytes(buf[5:4 + n])
+                del buf[:4 + n]
+                if ftype == F_WAKE:
+                    self.wake.set()
+                elif ftype == F_PING:
+                    self.send_frame(F_PONG, payload)
+                elif ftype == F_ACK:
+                    (token,) = _u64.unpack_from(payload, 0)
+                    with self.ack_lock:
+                        blocks = self.pending_acks.pop(token, None)
+                    if blocks:
+                        self.arena.release(blocks)
+                elif ftype == F_FINALIZE:
+                    self.shutdown = True
+                    self.wake.set()
+
+
+def recv_frame(sock):
+    head = b""
+    while len(head) < 5:
+        part = sock.recv(5 - len(head))
+        if not part:
+            raise ProtocolError("host closed the connection during start-up")
+        head += part
+    (n, ftype) = _frame_head.unpack(head)
+    payload = b""
+    while len(payload) < n - 1:
+        part = sock.recv(n - 1 - len(payload))
+        if not part:
+            raise ProtocolError("host closed the connection during start-up")
+        payload += part
+    return ftype, payload
+
+
+def watch_parent():
+    # stdin is a pipe from the host; it reaches EOF when the host process dies (even on kill -9).
+    try:
+        while os.read(0, 4096):
+            pass
+    except OSError:
+        pass
+    os._exit(4)
+
+
+def load_model(path):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("model", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["model"] = module
+    spec.loader.exec_module(module)
+    if not hasattr(module, "TritonPythonModel"):
+        raise pb_utils.TritonModelException("%s defines no class TritonPythonModel" % path)
+    return module.TritonPythonModel()
+
+
+def main():
+    argv = sys.argv[1:]
+    opts = dict(zip(argv[0::2], argv[1::2]))
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1 <pid>: dump Python stacks to the host log
+    threading.Thread(target=watch_parent, name="backplane-parent-watch", daemon=True).start()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(opts["--socket"])
+    gen = int(opts["--gen"])
+    token = os.environ.pop("BACKPLANE_STUB_TOKEN", "")
+    rt = Runtime(sock, opts["--prefix"], gen, int(opts["--spin-us"]) * 1000, int(opts["--shm-max"]))
+    pb_utils._runtime = rt
+    hello = bytearray(struct.pack("<II", gen, os.getpid()))
+    w_str(hello, token)
+    rt.send_frame(F_HELLO, bytes(hello))
+    ftype, payload = recv_frame(sock)
+    if ftype != F_INIT:
+        raise ProtocolError("expected INIT, got frame type %d" % ftype)
+    init = json.loads(payload.decode("utf-8"))
+    rt.model_name = init["args"]["model_name"]
+    rt.decoupled = bool(init["decoupled"])
+    mm0 = rt.host_chunk(0)
+    rt.ctl = memoryview(rt.host_chunks[0][0]).cast("q")
+    if rt.ctl[W_MAGIC] != MAGIC:
+        raise ProtocolError("shared-memory control block has a bad magic number")
+    del mm0
+    try:
+        sys.path.insert(0, init["version_dir"])
+        rt.model = load_model(init["model_file"])
+        if hasattr(rt.model, "initialize"):
+            rt.model.initialize(init["args"])
+    except BaseException as e:
+        tb = traceback.format_exc()
+        rt.send_frame(F_INIT_ERR, ("%s: %s\n%s" % (type(e).__name__, e, tb)).encode("utf-8", "replace"))
+        sock.close()
+        os._exit(1)
+    rt.send_frame(F_INIT_OK)
+    threading.Thread(target=rt.reader_loop, name="backplane-stub-reader", daemon=True).start()
+    try:
+        rt.main_loop()
+    except BaseException:
+        rt.log(pb_utils.LogLevel.ERROR, "python stub failed:\n" + traceback.format_exc())
+        sys.stderr.flush()
+        os._exit(5)
+    try:
+        if hasattr(rt.model, "finalize"):
+            rt.model.finalize()
+    except BaseException:
+        rt.log(pb_utils.LogLevel.ERROR, "finalize() raised for model '%s':\n%s" % (rt.model_name, traceback.format_exc()))
+    try:
+        rt.send_frame(F_FINALIZED)
+    except OSError:
+        pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,370 @@
+"""Backplane's implementation of Triton's ``triton_python_backend_utils`` module.
+
+Models written for Triton's python_backend import this module as ``pb_utils`` and run unchanged.
+The runtime hooks (``_runtime``) are installed by ``backplane_stub``.
+"""
+
+import json
+import struct
+import threading
+
+import numpy as np
+
+TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+TRITONSERVER_REQUEST_RELEASE_ALL = 1
+TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
+
+# Triton's TRITONSERVER_DataType values.
+TYPE_INVALID = 0
+TYPE_BOOL = 1
+TYPE_UINT8 = 2
+TYPE_UINT16 = 3
+TYPE_UINT32 = 4
+TYPE_UINT64 = 5
+TYPE_INT8 = 6
+TYPE_INT16 = 7
+TYPE_INT32 = 8
+TYPE_INT64 = 9
+TYPE_FP16 = 10
+TYPE_FP32 = 11
+TYPE_FP64 = 12
+TYPE_STRING = 13
+TYPE_BF16 = 14
+
+_runtime = None  # set by backplane_stub
+
+_TRITON_TO_NUMPY = {
+    TYPE_BOOL: np.bool_, TYPE_UINT8: np.uint8, TYPE_UINT16: np.uint16, TYPE_UINT32: np.uint32,
+    TYPE_UINT64: np.uint64, TYPE_INT8: np.int8, TYPE_INT16: np.int16, TYPE_INT32: np.int32,
+    TYPE_INT64: np.int64, TYPE_FP16: np.float16, TYPE_FP32: np.float32, TYPE_FP64: np.float64,
+    TYPE_STRING: np.object_,
+}
+_NUMPY_TO_TRITON = {np.dtype(v): k for k, v in _TRITON_TO_NUMPY.items() if v is not np.object_}
+_STRING_TO_TRITON = {
+    "TYPE_BOOL": TYPE_BOOL, "TYPE_UINT8": TYPE_UINT8, "TYPE_UINT16": TYPE_UINT16, "TYPE_UINT32": TYPE_UINT32,
+    "TYPE_UINT64": TYPE_UINT64, "TYPE_INT8": TYPE_INT8, "TYPE_INT16": TYPE_INT16, "TYPE_INT32": TYPE_INT32,
+    "TYPE_INT64": TYPE_INT64, "TYPE_FP16": TYPE_FP16, "TYPE_FP32": TYPE_FP32, "TYPE_FP64": TYPE_FP64,
+    "TYPE_STRING": TYPE_STRING, "TYPE_BF16": TYPE_BF16,
+}
+
+
+class TritonError:
+    """An error a model returns in an InferenceResponse (Triton's codes)."""
+    UNKNOWN = 0
+    INTERNAL = 1
+    NOT_FOUND = 2
+    INVALID_ARG = 3
+    UNAVAILABLE = 4
+    UNSUPPORTED = 5
+    ALREADY_EXISTS = 6
+    CANCELLED = 7
+
+    def __init__(self, message, code=INTERNAL):
+        self._message = str(message)
+        self._code = int(code)
+
+    def message(self):
+        return self._message
+
+    def code(self):
+        return self._code
+
+    def __str__(self):
+        return self._message
+
+    def __repr__(self):
+        return "TritonError(%r, code=%d)" % (self._message, self._code)
+
+
+class TritonModelException(Exception):
+    """Raised by this module for API misuse; models may raise it too."""
+
+    def message(self):
+        return str(self)
+
+
+class LogLevel:
+    INFO = 0
+    WARNING = 1
+    ERROR = 2
+    VERBOSE = 3
+
+
+class Logger:
+    """Sends log lines to the host's log, tagged with model and instance."""
+
+    @staticmethod
+    def log(message, level=LogLevel.INFO):
+        if _runtime is not None:
+            _runtime.log(int(level), str(message))
+
+    @staticmethod
+    def log_info(message):
+        Logger.log(message, LogLevel.INFO)
+
+    @staticmethod
+    def log_warn(message):
+        Logger.log(message, LogLevel.WARNING)
+
+    @staticmethod
+    def log_error(message):
+        Logger.log(message, LogLevel.ERROR)
+
+    @staticmethod
+    def log_verbose(message):
+        Logger.log(message, LogLevel.VERBOSE)
+
+
+def _to_object_array(array):
+    if array.dtype == np.object_:
+        return array
+    return array.astype(np.object_)
+
+
+class Tensor:
+    """A named numpy array. Inputs are views of the instance's shared memory (no copy)."""
+    __slots__ = ("_name", "_array")
+
+    def __init__(self, name, array, *args):
+        if not isinstance(name, str):
+            raise TritonModelException("Tensor name must be a str, got %s" % type(name).__name__)
+        if not isinstance(array, np.ndarray):
+            raise TritonModelException("Tensor '%s': data must be a numpy.ndarray, got %s" % (name, type(array).__name__))
+        if array.dtype.kind in ("S", "U"):
+            array = _to_object_array(array)
+        elif array.dtype != np.object_ and array.dtype not in _NUMPY_TO_TRITON:
+            raise TritonModelException("Tensor '%s': numpy dtype %s has no Triton datatype" % (name, array.dtype))
+        self._name = name
+        self._array = array
+
+    def name(self):
+        return self._name
+
+    def as_numpy(self):
+        return self._array
+
+    def shape(self):
+        return list(self._array.shape)
+
+    def triton_dtype(self):
+        return numpy_to_triton_type(self._array.dtype)
+
+    def is_cpu(self):
+        return True
+
+    def to_dlpack(self):
+        if self._array.dtype == np.object_:
+            raise TritonModelException("Tensor '%s': BYTES tensors cannot be exported with DLPack" % self._name)
+        return self._array.__dlpack__()
+
+    @staticmethod
+    def from_dlpack(name, dlpack_tensor):
+        if not hasattr(dlpack_tensor, "__dlpack__"):
+            raise TritonModelException("Tensor.from_dlpack('%s'): pass an object with __dlpack__ (e.g. a torch tensor);"
+                                       " raw PyCapsules are not supported by numpy" % name)
+        return Tensor(name, np.from_dlpack(dlpack_tensor))
+
+    def __repr__(self):
+        return "Tensor(%r, dtype=%s, shape=%s)" % (self._name, self._array.dtype, list(self._array.shape))
+
+
+class InferenceResponse:
+    def __init__(self, output_tensors=None, error=None, parameters=None):
+        if output_tensors is None:
+            output_tensors = []
+        if not isinstance(output_tensors, (list, tuple)):
+            raise TritonModelException("InferenceResponse: output_tensors must be a list of pb_utils.Tensor")
+        for t in output_tensors:
+            if not isinstance(t, Tensor):
+                raise TritonModelException("InferenceResponse: output_tensors holds a %s, not a pb_utils.Tensor"
+                                           % type(t).__name__)
+        if error is not None and not isinstance(error, TritonError):
+            error = TritonError(str(error))
+        self._outputs = list(output_tensors)
+        self._error = error
+        if parameters is None:
+            self._parameters = "{}"
+        elif isinstance(parameters, str):
+            self._parameters = parameters
+        else:
+            self._parameters = json.dumps(parameters)
+
+    def output_tensors(self):
+        return self._outputs
+
+    def has_error(self):
+        return self._error is not None
+
+    def error(self):
+        return self._error
+
+    def parameters(self):
+        return self._parameters
+
+
+class InferenceResponseSender:
+    """Sends the responses of one request; usable from any thread."""
+    __slots__ = ("_request", "_lock", "_closed")
+
+    def __init__(self, request):
+        self._request = request
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def send(self, response=None, flags=0):
+        if response is not None and not isinstance(response, InferenceResponse):
+            raise TritonModelException("send() takes a pb_utils.InferenceResponse, got %s" % type(response).__name__)
+        final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        if response is None and not final:
+            raise TritonModelException("send() without a response needs flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL")
+        with self._lock:
+            if self._closed:
+                raise TritonModelException("Unable to send response: the response sender of request '%s' is closed "
+                                           "(a FINAL was already sent)" % self._request._request_id)
+            if final:
+                self._closed = True
+                self._request._closed = True
+            _runtime.send_response(self._request, response, final)
+
+    def is_cancelled(self):
+        return self._request.is_cancelled()
+
+
+class InferenceRequest:
+    """A request given to execute(); constructing one yourself is BLS, which Backplane does not support yet."""
+
+    def __init__(self, model_name=None, inputs=None, requested_output_names=None, request_id="", correlation_id=0,
+                 flags=0, timeout=0, preferred_memory=None, trace=None, parameters=None, model_version=-1, **kwargs):
+        self._bls_model = model_name
+        self._inputs = list(inputs or [])
+        self._requested = list(requested_output_names or [])
+        self._request_id = request_id
+        self._correlation_id = correlation_id
+        self._parameters = parameters if isinstance(parameters, str) else json.dumps(parameters or {})
+        self._sender = None
+        self._closed = False
+        self._cancel = None
+        self._index = -1
+
+    def _bls_error(self):
+        return TritonModelException(
+            "BLS (calling model '%s' from Python) is not supported by Backplane's python backend yet; "
+            "call that model from the host instead" % self._bls_model)
+
+    def exec(self, *args, **kwargs):
+        raise self._bls_error()
+
+    async def async_exec(self, *args, **kwargs):
+        raise self._bls_error()
+
+    def inputs(self):
+        return self._inputs
+
+    def request_id(self):
+        return self._request_id
+
+    def correlation_id(self):
+        return self._correlation_id
+
+    def parameters(self):
+        return self._parameters
+
+    def requested_output_names(self):
+        return self._requested
+
+    def flags(self):
+        return 0
+
+    def set_release_flags(self, flags):
+        if flags != TRITONSERVER_REQUEST_RELEASE_ALL:
+            raise TritonModelException("request rescheduling is not supported by Backplane's python backend")
+
+    def get_response_sender(self):
+        if self._sender is None:
+            if self._index < 0:
+                raise TritonModelException("get_response_sender() is only available on requests passed to execute()")
+            self._sender = InferenceResponseSender(self)
+        return self._sender
+
+    def is_cancelled(self):
+        c = self._cancel
+        return c is not None and bool(c[0] != 0)
+
+
+def get_input_tensor_by_name(inference_request, name):
+    for t in inference_request.inputs():
+        if t.name() == name:
+            return t
+    return None
+
+
+def get_output_tensor_by_name(inference_response, name):
+    for t in inference_response.output_tensors():
+        if t.name() == name:
+            return t
+    return None
+
+
+def get_input_config_by_name(model_config, name):
+    for c in model_config.get("input", []):
+        if c.get("name") == name:
+            return c
+    return None
+
+
+def get_output_config_by_name(model_config, name):
+    for c in model_config.get("output", []):
+        if c.get("name") == name:
+            return c
+    return None
+
+
+def triton_to_numpy_type(data_type):
+    return _TRITON_TO_NUMPY.get(data_type)
+
+
+def numpy_to_triton_type(data_type):
+    if data_type is np.object_ or data_type is bytes or np.dtype(data_type) == np.object_:
+        return TYPE_STRING
+    d = np.dtype(data_type)
+    if d.kind in ("S", "U"):
+        return TYPE_STRING
+    return _NUMPY_TO_TRITON.get(d)
+
+
+def triton_string_to_numpy(triton_type_string):
+    return _TRITON_TO_NUMPY.get(_STRING_TO_TRITON.get(triton_type_string))
+
+
+def serialize_byte_tensor(input_tensor):
+    """Triton's BYTES serialization (4-byte little-endian length, then the bytes) as a uint8 array."""
+    if input_tensor.size == 0:
+        return np.empty([0], dtype=np.uint8)
+    parts = []
+    for obj in np.nditer(input_tensor, flags=["refs_ok"], order="C"):
+        item = obj.item()
+        if isinstance(item, str):
+            b = item.encode("utf-8")
+        elif isinstance(item, (bytes, bytearray)):
+            b = bytes(item)
+        else:
+            b = str(item).encode("utf-8")
+        parts.append(struct.pack("<I", len(b)))
+        parts.append(b)
+    return np.frombuffer(b"".join(parts), dtype=np.uint8)
+
+
+def deserialize_bytes_tensor(encoded_tensor):
+    buf = encoded_tensor.tobytes() if isinstance(encoded_tensor, np.ndarray) else bytes(encoded_tensor)
+    out = []
+    off = 0
+    while off < len(buf):
+        (n,) = struct.unpack_from("<I", buf, off)
+        off += 4
+        out.append(buf[off:off + n])
+        off += n
+    return np.array(out, dtype=np.object_)
+
+
+def using_decoupled_model_transaction_policy(model_config):
+    return bool(model_config.get("model_transaction_policy", {}).get("decoupled", False))

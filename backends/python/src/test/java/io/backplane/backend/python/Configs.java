@@ -1,0 +1,43 @@
+package io.backplane.backend.python;
+
+import io.backplane.spi.DataType;
+import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.config.TensorConfig;
+
+/** Model configs of the test models (what their config.pbtxt would say). */
+final class Configs {
+    private Configs() {
+    }
+
+    static ModelConfig addSub() {
+        return ModelConfig.builder("add_sub").backend("python")
+                .input(TensorConfig.of("INPUT0", DataType.FP32, 4)).input(TensorConfig.of("INPUT1", DataType.FP32, 4))
+                .output(TensorConfig.of("OUTPUT0", DataType.FP32, 4)).output(TensorConfig.of("OUTPUT1", DataType.FP32, 4)).build();
+    }
+
+    static ModelConfig identity() {
+        return ModelConfig.builder("identity").backend("python").maxBatchSize(0)
+                .input(TensorConfig.of("INPUT0", DataType.FP32, -1)).output(TensorConfig.of("OUTPUT0", DataType.FP32, -1)).build();
+    }
+
+    static ModelConfig faulty() {
+        return ModelConfig.builder("faulty").backend("python")
+                .input(TensorConfig.of("INPUT0", DataType.FP32, -1)).output(TensorConfig.of("OUTPUT0", DataType.FP32, -1)).build();
+    }
+
+    static ModelConfig square() {
+        return ModelConfig.builder("square").backend("python").decoupled(true)
+                .input(TensorConfig.of("IN", DataType.INT32, 1)).output(TensorConfig.of("OUT", DataType.INT32, 1)).build();
+    }
+
+    static ModelConfig introspect() {
+        return ModelConfig.builder("introspect").backend("python").parameter("answer", "42")
+                .input(TensorConfig.of("TEXT", DataType.BYTES, -1)).output(TensorConfig.of("UPPER", DataType.BYTES, -1))
+                .output(TensorConfig.of("INFO", DataType.BYTES, 1)).build();
+    }
+
+    static ModelConfig named(String name) {
+        return ModelConfig.builder(name).backend("python")
+                .input(TensorConfig.of("INPUT0", DataType.FP32, -1)).output(TensorConfig.of("OUTPUT0", DataType.FP32, -1)).build();
+    }
+}
