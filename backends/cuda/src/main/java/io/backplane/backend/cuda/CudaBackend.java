@@ -95,7 +95,12 @@ final class CudaBackend implements Backend {
         }
     }
 
-    /** The GPU ordinals the config's instance groups place instances on. */
+    /**
+     * The GPU ordinals the config's instance groups place instances on, checked against the
+     * devices the driver sees; the module is loaded on each at model load. A group without
+     * {@code gpus} is placed on GPU 0, as the core places it; an instance the core places
+     * elsewhere gets the module loaded when it is created.
+     */
     private List<Integer> gpus(ModelConfig config, String model) {
         TreeSet<Integer> out = new TreeSet<>();
         if (config.instanceGroups().isEmpty()) {
@@ -103,13 +108,7 @@ final class CudaBackend implements Backend {
         }
         for (InstanceGroup g : config.instanceGroups()) {
             if (g.gpus().isEmpty()) {
-                if (g.kind() == InstanceKind.GPU) {
-                    for (int i = 0; i < status.deviceCount(); i++) {
-                        out.add(i);
-                    }
-                } else {
-                    out.add(0);
-                }
+                out.add(0);
             }
             for (int gpu : g.gpus()) {
                 checkOrdinal(gpu, model + ": instance_group '" + g.name() + "'");

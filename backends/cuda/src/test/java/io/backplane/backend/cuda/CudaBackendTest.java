@@ -339,11 +339,15 @@ class CudaBackendTest {
     }
 
     @Test
-    void placement_kindGpuWithoutList_usesEveryGpu() throws Exception {
+    void placement_kindGpuWithoutList_loadsOnGpu0_andOnAnotherGpuWhenAnInstanceLandsThere() throws Exception {
         ModelConfig config = Fixtures.sampleConfig().toBuilder().clearInstanceGroups()
                 .instanceGroup(new InstanceGroup("g", 1, InstanceKind.GPU, List.of())).build();
         CudaModel model = backend.loadModel(Standalone.Model.of(Fixtures.SAMPLE, 1, config));
+        assertEquals(1, driver.liveModules(), "the core places a group without gpus on GPU 0");
+        CudaInstance onGpu1 = instance(model, 0, 1);
         assertEquals(2, driver.liveModules());
+        assertEquals(1, driver.retainCount(1));
+        onGpu1.close();
         model.close();
     }
 
