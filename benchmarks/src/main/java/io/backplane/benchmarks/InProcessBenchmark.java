@@ -48,6 +48,10 @@ public class InProcessBenchmark {
     @Param({"1"})
     public int instances;
 
+    /** Run on the caller's thread when an instance is idle (BackplaneHost.Builder.callerRuns). */
+    @Param({"false", "true"})
+    public boolean callerRuns;
+
     private BackplaneHost host;
     private InferenceRequest request;
 
@@ -55,7 +59,7 @@ public class InProcessBenchmark {
     public void start() {
         ModelConfig config = ModelConfig.builder("identity").backend("identity").input(TensorConfig.of("IN", DataType.FP32, 4))
                 .output(TensorConfig.of("OUT", DataType.FP32, 4)).instanceGroup(new InstanceGroup("", instances, InstanceKind.CPU, List.of())).build();
-        host = BackplaneHost.builder().backend(new IdentityFactory()).model(config).build();
+        host = BackplaneHost.builder().backend(new IdentityFactory()).callerRuns(callerRuns).model(config).build();
         request = InferenceRequest.builder("identity").input(Tensor.ofFloats("IN", new long[] {4}, 1, 2, 3, 4)).build();
     }
 

@@ -362,6 +362,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         private Ticker ticker = Ticker.system();
         private final List<HostListener> listeners = new ArrayList<>();
         private @Nullable ClassLoader classLoader;
+        private boolean callerRuns;
 
         private Builder() {
         }
@@ -454,6 +455,17 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
             return this;
         }
 
+        /**
+         * Caller-runs: a request to a model without dynamic batching executes on the calling
+         * thread when an instance is idle, skipping the hand-off to the instance's worker thread
+         * (lowest latency for embedded hosts whose callers are ordinary threads). Off by default:
+         * do not enable it when callers are event-loop threads that must never block.
+         */
+        public Builder callerRuns(boolean on) {
+            callerRuns = on;
+            return this;
+        }
+
         private static Duration positive(Duration d, String what) {
             requireNonNull(d, what + " is null");
             if (d.isNegative() || d.isZero()) {
@@ -477,7 +489,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
             allBatchers.add(new NoneBatcherFactory());
             ClassLoader loader = classLoader != null ? classLoader : BackplaneHost.class.getClassLoader();
             HostOptions options = new HostOptions(repositories, backendsDirectory, mode, initialModels, pollInterval, unloadTimeout,
-                    restartBackoffMin, restartBackoffMax, backendOptions, backends, allBatchers, codeModels, ticker, listeners, loader);
+                    restartBackoffMin, restartBackoffMax, backendOptions, backends, allBatchers, codeModels, ticker, listeners, loader, callerRuns);
             Path work;
             try {
                 work = Files.createTempDirectory("backplane-");

@@ -20,7 +20,9 @@ class ArchitectureTest {
 
     @BeforeAll
     static void importClasses() {
-        classes = new ClassFileImporter().withImportOption(ImportOption.Predefined.DO_NOT_INCLUDE_TESTS).importPackages("io.backplane");
+        // The compiled classes of this module and of the SPI (surefire runs in the module folder).
+        classes = new ClassFileImporter().withImportOption(ImportOption.Predefined.DO_NOT_INCLUDE_TESTS)
+                .importPaths(java.nio.file.Path.of("target/classes"), java.nio.file.Path.of("../spi/target/classes"));
     }
 
     @Test

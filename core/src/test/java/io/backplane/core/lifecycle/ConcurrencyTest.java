@@ -29,7 +29,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
-import org.junit.jupiter.api.RepeatedTest;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -68,11 +69,12 @@ class ConcurrencyTest {
         return model(name, false).toBuilder().instanceGroup(new InstanceGroup("", 2, InstanceKind.CPU, List.of())).build();
     }
 
-    @RepeatedTest(3)
-    void inferCancelUnloadReload_everyRequestEndsOnceWithItsOwnResult() throws Exception {
+    @ParameterizedTest(name = "callerRuns={0}")
+    @ValueSource(booleans = {false, false, true, true})
+    void inferCancelUnloadReload_everyRequestEndsOnceWithItsOwnResult(boolean callerRuns) throws Exception {
         ScriptedBackend backend = randomBackend();
         BackplaneHost host = BackplaneHost.builder().backend(backend).modelControlMode(ModelControlMode.EXPLICIT)
-                .unloadTimeout(Duration.ofMillis(300)).model(twoInstances("a")).model(model("b", false)).loadModel("a").loadModel("b").build();
+                .unloadTimeout(Duration.ofMillis(300)).callerRuns(callerRuns).model(twoInstances("a")).model(model("b", false)).loadModel("a").loadModel("b").build();
         int threads = 16;
         int perThread = 300;
         AtomicLong tags = new AtomicLong();
