@@ -396,18 +396,26 @@ final class FakeCudaDriver implements CudaDriver, AutoCloseable {
         return functionMaxThreads;
     }
 
+    /** Checks and counts under the driver's lock, then runs the kernel outside it, as a GPU runs beside the host. */
     @Override
-    public synchronized void launchKernel(long function, int gridX, int blockX, long stream, List<KernelArg> args) {
-        contextual("cuLaunchKernel");
-        String name = functions.get(function);
-        if (name == null || !streams.containsKey(stream)) {
-            throw CudaErrors.exception("cuLaunchKernel", 400);
+    public void launchKernel(long function, int gridX, int blockX, long stream, List<KernelArg> args) {
+        Kernel kernel;
+        int d;
+        synchronized (this) {
+            d = contextual("cuLaunchKernel");
+            String name = functions.get(function);
+            if (name == null || !streams.containsKey(stream)) {
+                throw CudaErrors.exception("cuLaunchKernel", 400);
+            }
+            launches++;
+            kernel = kernels.get(name);
         }
-        launches++;
         try {
-            kernels.get(name).run(this, gridX, blockX, args);
+            kernel.run(this, gridX, blockX, args);
         } catch (CudaException e) {
-            sticky[currentDevice("cuLaunchKernel")] = e.result(); // a fault inside the kernel poisons the context
+            synchronized (this) {
+                sticky[d] = e.result(); // a fault inside the kernel poisons the context
+            }
             throw e;
         }
     }
