@@ -2,6 +2,7 @@ package io.backplane.backend.cuda;
 
 import io.backplane.spi.Backend;
 import io.backplane.spi.BackplaneException;
+import io.backplane.spi.ErrorCode;
 import io.backplane.spi.ModelContext;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.InstanceKind;
@@ -62,6 +63,10 @@ final class CudaBackend implements Backend {
     public CudaModel loadModel(ModelContext context) throws IOException {
         ModelConfig config = context.config();
         String model = "model '" + context.name() + "' version " + context.version();
+        if (config.decoupled()) {
+            throw new BackplaneException(ErrorCode.UNSUPPORTED, model + " is decoupled, but the cuda backend answers each request"
+                    + " with exactly one response; remove model_transaction_policy { decoupled: true }");
+        }
         LaunchSpec spec = LaunchSpec.from(config);
         checkKinds(config, model);
         ModuleImage image = readModule(context, spec, model);

@@ -362,6 +362,14 @@ class CudaBackendTest {
     }
 
     @Test
+    void load_decoupledModel_isUnsupported() throws Exception {
+        ModelConfig config = Fixtures.sampleConfig().toBuilder().decoupled(true).build();
+        BackplaneException e = assertThrows(BackplaneException.class, () -> backend.loadModel(Standalone.Model.of(Fixtures.SAMPLE, 1, config)));
+        assertEquals(ErrorCode.UNSUPPORTED, e.code());
+        assertTrue(e.getMessage().contains("is decoupled, but the cuda backend answers each request with exactly one response"), e.getMessage());
+    }
+
+    @Test
     void placement_kindCpu_isRejected() throws Exception {
         ModelConfig config = Fixtures.sampleConfig().toBuilder().clearInstanceGroups()
                 .instanceGroup(new InstanceGroup("cpu", 1, InstanceKind.CPU, List.of())).build();
