@@ -74,6 +74,12 @@ public final class TestBackend implements BackendFactory {
                 .output(TensorConfig.of("OUT0", DataType.FP32, -1)).parameter("mode", "fail").build();
     }
 
+    /** A model whose instance reports itself failed on every batch (the core restarts it). */
+    public static ModelConfig crashing(String name) {
+        return ModelConfig.builder(name).backend(NAME).input(TensorConfig.of("IN0", DataType.FP32, -1))
+                .output(TensorConfig.of("OUT0", DataType.FP32, -1)).parameter("mode", "crash").build();
+    }
+
     @Override
     public Backend create(BackendContext context) {
         return new Backend() {
@@ -90,6 +96,10 @@ public final class TestBackend implements BackendFactory {
                                 executed.incrementAndGet();
                                 switch (mode) {
                                     case "fail" -> throw new IllegalStateException("the test model failed on purpose");
+                                    case "crash" -> {
+                                        ictx.reportFailure(new IllegalStateException("the test instance crashed on purpose"));
+                                        return;
+                                    }
                                     case "slow" -> Thread.sleep(delayMillis);
                                     case "repeat" -> {
                                         for (ScheduledRequest r : batch) {
