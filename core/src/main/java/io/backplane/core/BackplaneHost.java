@@ -37,7 +37,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
-import java.util.function.UnaryOperator;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -338,6 +337,12 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         }
     }
 
+    /** Checks a config again after a backend auto-completed it. */
+    private static ModelConfig checkCompleted(ModelConfig c) {
+        io.backplane.core.config.ModelConfigValidator.validate(c, "config of model '" + c.name() + "' after auto-complete");
+        return c;
+    }
+
     // ---- builder ----
 
     /** Builds a host; not thread-safe. {@link #build()} starts it and loads the initial models. */
@@ -357,6 +362,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         private Ticker ticker = Ticker.system();
         private final List<HostListener> listeners = new ArrayList<>();
         private @Nullable ClassLoader classLoader;
+        private boolean callerRuns;
 
         private Builder() {
         }
@@ -449,6 +455,17 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
             return this;
         }
 
+        /**
+         * Caller-runs: a request to a model without dynamic batching executes on the calling
+         * thread when an instance is idle, skipping the hand-off to the instance's worker thread
+         * (lowest latency for embedded hosts whose callers are ordinary threads). Off by default:
+         * do not enable it when callers are event-loop threads that must never block.
+         */
+        public Builder callerRuns(boolean on) {
+            callerRuns = on;
+            return this;
+        }
+
         private static Duration positive(Duration d, String what) {
             requireNonNull(d, what + " is null");
             if (d.isNegative() || d.isZero()) {
@@ -472,7 +489,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
             allBatchers.add(new NoneBatcherFactory());
             ClassLoader loader = classLoader != null ? classLoader : BackplaneHost.class.getClassLoader();
             HostOptions options = new HostOptions(repositories, backendsDirectory, mode, initialModels, pollInterval, unloadTimeout,
-                    restartBackoffMin, restartBackoffMax, backendOptions, backends, allBatchers, codeModels, ticker, listeners, loader);
+                    restartBackoffMin, restartBackoffMax, backendOptions, backends, allBatchers, codeModels, ticker, listeners, loader, callerRuns);
             Path work;
             try {
                 work = Files.createTempDirectory("backplane-");
@@ -481,7 +498,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
             }
             HostRuntime runtime;
             try {
-                runtime = Guice.createInjector(Stage.PRODUCTION, new CoreModule(options, work, UnaryOperator.identity())).getInstance(HostRuntime.class);
+                runtime = Guice.createInjector(Stage.PRODUCTION, new CoreModule(options, work, BackplaneHost::checkCompleted)).getInstance(HostRuntime.class);
             } catch (RuntimeException e) {
                 deleteRecursively(work);
                 Throwable cause = e instanceof com.google.inject.ProvisionException pe && pe.getCause() != null ? pe.getCause() : e;

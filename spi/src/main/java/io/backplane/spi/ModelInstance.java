@@ -5,8 +5,9 @@ import java.util.List;
 /**
  * One execution instance of a model version (a session, a stub process, a GPU stream).
  *
- * <p><b>Threads.</b> {@link #execute} is called by one core worker thread at a time: never
- * concurrently on one instance. {@link #close} is called once, after the last {@code execute}
+ * <p><b>Threads.</b> {@link #execute} is called by one thread at a time — the instance's core
+ * worker, or, when the host runs in caller-runs mode, the thread that submitted the request —
+ * never concurrently on one instance. {@link #close} is called once, after the last {@code execute}
  * returned or was abandoned by the unload deadline; it may run on another thread.
  *
  * <p><b>Answering.</b> For every request in the batch the instance answers through that

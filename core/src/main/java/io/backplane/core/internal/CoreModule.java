@@ -36,8 +36,10 @@ public final class CoreModule extends AbstractModule {
     @Provides
     @Singleton
     HostContext hostContext() {
-        return new HostContext(options.ticker(), options.unloadTimeout(), options.restartBackoffMin(), options.restartBackoffMax(),
+        HostContext context = new HostContext(options.ticker(), options.unloadTimeout(), options.restartBackoffMin(), options.restartBackoffMax(),
                 options.listeners());
+        context.callerRuns(options.callerRuns());
+        return context;
     }
 
     @Provides

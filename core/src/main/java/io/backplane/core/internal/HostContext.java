@@ -27,6 +27,7 @@ public final class HostContext {
     private final Duration unloadTimeout;
     private final Duration restartBackoffMin;
     private final Duration restartBackoffMax;
+    private volatile boolean callerRuns;
 
     public HostContext(Ticker ticker, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax, List<HostListener> initial) {
         this.ticker = requireNonNull(ticker, "ticker is null");
@@ -52,6 +53,36 @@ public final class HostContext {
 
     public void addListener(HostListener l) {
         listeners.add(requireNonNull(l, "listener is null"));
+    }
+
+    /** Whether models without batching may execute on the caller's thread when an instance is idle. */
+    public boolean callerRuns() {
+        return callerRuns;
+    }
+
+    public void callerRuns(boolean on) {
+        callerRuns = on;
+    }
+
+    private java.util.concurrent.@org.jspecify.annotations.Nullable ScheduledExecutorService watchdog;
+
+    /** The host's watchdog timer thread (backplane-watchdog), created on first use. */
+    public synchronized java.util.concurrent.ScheduledExecutorService watchdog() {
+        if (watchdog == null) {
+            java.util.concurrent.ScheduledThreadPoolExecutor w = new java.util.concurrent.ScheduledThreadPoolExecutor(1,
+                    r -> Thread.ofPlatform().daemon().name("backplane-watchdog").unstarted(r));
+            w.setRemoveOnCancelPolicy(true);
+            watchdog = w;
+        }
+        return watchdog;
+    }
+
+    /** Stops the watchdog thread. */
+    public synchronized void close() {
+        if (watchdog != null) {
+            watchdog.shutdownNow();
+            watchdog = null;
+        }
     }
 
     public Duration unloadTimeout() {

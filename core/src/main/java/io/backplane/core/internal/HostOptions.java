@@ -16,7 +16,7 @@ import org.jspecify.annotations.Nullable;
 public record HostOptions(List<Path> repositories, @Nullable Path backendsDirectory, ModelControlMode controlMode, List<String> initialModels,
         Duration pollInterval, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax,
         Map<String, Map<String, String>> backendOptions, List<BackendFactory> backends, List<BatcherFactory> batchers,
-        List<CodeModel> codeModels, Ticker ticker, List<HostListener> listeners, ClassLoader hostClassLoader) {
+        List<CodeModel> codeModels, Ticker ticker, List<HostListener> listeners, ClassLoader hostClassLoader, boolean callerRuns) {
 
     public HostOptions {
         repositories = List.copyOf(repositories);

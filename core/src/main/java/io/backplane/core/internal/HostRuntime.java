@@ -125,6 +125,7 @@ public final class HostRuntime {
         } catch (RuntimeException e) {
             failure = e;
         }
+        context.close();
         try {
             plugins.close();
         } catch (RuntimeException e) {

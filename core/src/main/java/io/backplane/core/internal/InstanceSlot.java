@@ -42,6 +42,8 @@ final class InstanceSlot {
     private volatile @Nullable ModelInstance instance;
     private volatile List<RequestState> executing = List.of();
     private volatile boolean running = true;
+    /** Held by whoever executes on this instance: the worker, or a caller running inline (caller-runs). */
+    private final java.util.concurrent.atomic.AtomicBoolean busy = new java.util.concurrent.atomic.AtomicBoolean();
     private volatile @Nullable Thread worker;
     private @Nullable Model model;
 
@@ -138,13 +140,61 @@ final class InstanceSlot {
                 }
                 continue;
             }
-            execute(i, batch);
+            claim();
+            try {
+                execute(i, batch);
+            } finally {
+                busy.set(false);
+            }
+        }
+    }
+
+    /** The worker waits for a caller running inline to finish (rare: only with caller-runs). */
+    private void claim() {
+        while (!busy.compareAndSet(false, true)) {
+            java.util.concurrent.locks.LockSupport.parkNanos(20_000);
+        }
+    }
+
+    /**
+     * Caller-runs: executes {@code r} on the calling thread when this instance is idle and ready.
+     * Returns false (and does nothing) when it is not.
+     */
+    boolean tryRunInline(RequestState r) {
+        if (!busy.compareAndSet(false, true)) {
+            return false;
+        }
+        try {
+            ModelInstance i = instance;
+            if (i == null || needsRestart() || !running) {
+                return false;
+            }
+            if (!r.tryDispatch(owner.host().ticker().nanoTime())) {
+                return true; // cancelled meanwhile: it has ended
+            }
+            owner.host().listener().batchExecuted(owner.name(), owner.version(), 1, r.batchSize());
+            execute(i, List.of(r));
+            return true;
+        } finally {
+            busy.set(false);
         }
     }
 
     private void execute(ModelInstance i, List<RequestState> batch) {
         executing = batch;
         List<ScheduledRequest> view = Collections.unmodifiableList(batch);
+        java.util.concurrent.ScheduledFuture<?> watchdog = null;
+        long limit = owner.executeTimeoutMillis();
+        if (limit > 0) {
+            long gen = generation.get();
+            Thread runner = Thread.currentThread();
+            watchdog = owner.host().watchdog().schedule(() -> {
+                if (executing == batch) {
+                    failed(gen, new java.util.concurrent.TimeoutException("execute did not return within the execute_timeout_ms of " + limit + " ms"));
+                    runner.interrupt();
+                }
+            }, limit, TimeUnit.MILLISECONDS);
+        }
         try {
             i.execute(view);
         } catch (Throwable t) {
@@ -165,6 +215,10 @@ final class InstanceSlot {
             }
         } finally {
             executing = List.of();
+            if (watchdog != null) {
+                watchdog.cancel(false);
+                Thread.interrupted(); // an interrupt aimed at this execute must not leak into the next
+            }
         }
         if (!owner.decoupled()) {
             for (RequestState r : batch) {

@@ -62,6 +62,9 @@ public final class ModelVersion implements ModelContext {
     private @Nullable Model model;
     private @Nullable Batcher batcher;
     private volatile String unavailableReason = "";
+    /** Execute on the caller's thread when an instance is idle (host option, none batcher only). */
+    private boolean callerRuns;
+    private final long executeTimeoutMillis;
 
     private ModelVersion(String name, long version, ModelConfig config, Path modelDirectory, BackendContext backendContext, HostContext host) {
         this.name = requireNonNull(name, "name is null");
@@ -73,6 +76,29 @@ public final class ModelVersion implements ModelContext {
         this.host = requireNonNull(host, "host is null");
         this.maxBatch = config.batches() ? config.maxBatchSize() : 1;
         this.decoupled = config.decoupled();
+        this.executeTimeoutMillis = executeTimeout(config);
+    }
+
+    /** The {@code execute_timeout_ms} model parameter: the execute watchdog (0 = off). */
+    private static long executeTimeout(ModelConfig config) {
+        String v = config.parameters().get("execute_timeout_ms");
+        if (v == null || v.isBlank()) {
+            return 0;
+        }
+        try {
+            long ms = Long.parseLong(v.trim());
+            if (ms < 0) {
+                throw new NumberFormatException();
+            }
+            return ms;
+        } catch (NumberFormatException e) {
+            throw BackplaneException.invalid("model '" + config.name() + "': parameter execute_timeout_ms is '" + v
+                    + "'; give a whole number of milliseconds ≥ 0 (0 turns the watchdog off)");
+        }
+    }
+
+    long executeTimeoutMillis() {
+        return executeTimeoutMillis;
     }
 
     /**
@@ -106,6 +132,7 @@ public final class ModelVersion implements ModelContext {
             v.abortLoad(t);
             throw BackplaneException.wrap(t, "model '" + name + "' version " + version + " failed to load");
         }
+        v.callerRuns = host.callerRuns() && batcherFactory.name().equals("none");
         v.state.set(ModelState.READY);
         log.info("loaded model '{}' version {} ({} instance(s), backend '{}', batcher '{}')", name, version, v.instances.size(),
                 backendContext.backendName(), batcherFactory.name());
@@ -236,6 +263,13 @@ public final class ModelVersion implements ModelContext {
                     + (state.get() == ModelState.UNLOADING ? "unloading" : "not available") + "; retry once it is loaded");
         }
         host.listener().requestAccepted(name, version);
+        if (callerRuns && requireNonNull(batcher, "batcher").queued() == 0) {
+            for (InstanceSlot slot : instances) {
+                if (slot.tryRunInline(r)) {
+                    return r;
+                }
+            }
+        }
         try {
             requireNonNull(batcher, "batcher").enqueue(r);
         } catch (Throwable t) {

@@ -1,29 +1,32 @@
 package io.backplane.core.internal;
 
+import io.backplane.core.repository.ModelRepository;
+import io.backplane.core.repository.RepositoryModel;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 
 /** The model repository folders as a {@link ModelSource}. */
 public final class RepositorySource implements ModelSource {
-    private final List<Path> roots;
+    private final ModelRepository repository;
 
     public RepositorySource(List<Path> roots) {
-        this.roots = List.copyOf(roots);
+        this.repository = new ModelRepository(roots);
     }
 
     @Override
     public List<String> modelNames() {
-        throw new UnsupportedOperationException("repository scanning lands with the config parser: " + roots);
+        return repository.modelNames();
     }
 
     @Override
     public Definition read(String name) {
-        throw new UnsupportedOperationException("repository scanning lands with the config parser: " + roots);
+        RepositoryModel m = repository.read(name);
+        return new Definition(m.name(), m.directory(), m.config(), m.servedVersions(), m.fingerprint());
     }
 
     @Override
     public Map<String, String> fingerprints() {
-        throw new UnsupportedOperationException("repository scanning lands with the config parser: " + roots);
+        return repository.fingerprints();
     }
 }

@@ -333,7 +333,11 @@ public final class PluginManager implements AutoCloseable {
             List<ClassLoader> loaders = new ArrayList<>(pluginLoaders);
             loaders.add(hostLoader);
             try (ScanResult scan = new ClassGraph().overrideClassLoaders(loaders.toArray(ClassLoader[]::new)).enableClassInfo()
-                    .acceptPackages().scan()) {
+                    .rejectPackages("java", "javax", "jdk", "sun", "com.sun", "com.google", "io.grpc", "io.netty", "io.micrometer", "org.slf4j", "ch.qos",
+                            "org.junit", "org.opentest4j", "org.apiguardian", "org.mockito", "net.bytebuddy", "com.tngtech", "io.github.classgraph",
+                            "jakarta", "javax.inject", "aopalliance", "org.aopalliance", "org.objenesis", "ai.onnxruntime", "com.fasterxml", "picocli",
+                            "org.jspecify", "org.checkerframework", "io.perfmark", "org.codehaus", "android", "org.HdrHistogram")
+                    .scan()) {
                 for (ClassInfo ci : scan.getClassesImplementing(BackendFactory.class.getName())) {
                     if (ci.isAbstract() || ci.isInterface()) {
                         continue;

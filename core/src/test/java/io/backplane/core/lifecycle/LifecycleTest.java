@@ -80,6 +80,7 @@ class LifecycleTest {
     @Test
     void sendAfterFinal_throwsNamingRequest_andClientSeesOneResponse_L2() throws Exception {
         AtomicReference<Throwable> second = new AtomicReference<>();
+        CountDownLatch tried = new CountDownLatch(1);
         backend.on("m", (batch, inst) -> {
             ScheduledRequest r = batch.getFirst();
             r.sender().sendFinal(ScriptedBackend.echo(r));
@@ -87,10 +88,13 @@ class LifecycleTest {
                 r.sender().sendFinal(ScriptedBackend.echo(r));
             } catch (IllegalStateException e) {
                 second.set(e);
+            } finally {
+                tried.countDown();
             }
         });
         start(false);
         assertEquals(7, tagOf(host.infer(request("m", 7)).get(5, TimeUnit.SECONDS)));
+        assertTrue(tried.await(5, TimeUnit.SECONDS));
         assertInstanceOf(IllegalStateException.class, second.get());
         assertTrue(second.get().getMessage().contains("request #") && second.get().getMessage().contains("is closed"), second.get().getMessage());
     }
@@ -130,6 +134,7 @@ class LifecycleTest {
     @Test
     void decoupled_doubleFinal_secondThrows_observerSeesOneTerminal_L2() throws Exception {
         AtomicReference<Throwable> thrown = new AtomicReference<>();
+        CountDownLatch tried = new CountDownLatch(1);
         backend.on("m", (batch, inst) -> {
             ResponseSender s = batch.getFirst().sender();
             s.send(ScriptedBackend.echo(batch.getFirst()), 0);
@@ -138,12 +143,15 @@ class LifecycleTest {
                 s.send(null, ResponseSender.FINAL);
             } catch (IllegalStateException e) {
                 thrown.set(e);
+            } finally {
+                tried.countDown();
             }
         });
         start(true);
         Recorder rec = new Recorder();
         host.stream(request("m", 3), rec);
         rec.await();
+        assertTrue(tried.await(5, TimeUnit.SECONDS));
         assertEquals(1, rec.responses.size());
         assertEquals(1, rec.terminals.get());
         assertInstanceOf(IllegalStateException.class, thrown.get());
@@ -321,6 +329,69 @@ class LifecycleTest {
         }
         assertEquals(2, backend.instancesCreated.get(), "a replacement instance was created");
         assertEquals(11, tagOf(host.infer(request("m", 11)).get(5, TimeUnit.SECONDS)));
+    }
+
+    /** SCENARIOS batching 14: a hung execute is failed by the watchdog; other instances keep serving; the instance comes back. */
+    @Test
+    void executeHangs_watchdogFailsTheBatch_otherInstanceServes_L8() throws Exception {
+        CountDownLatch hung = new CountDownLatch(1);
+        backend.on("w", (batch, inst) -> {
+            if (ScriptedBackend.tagOf(ScriptedBackend.echo(batch.getFirst())) == 1) {
+                hung.countDown();
+                Thread.sleep(60_000);
+            }
+            ScriptedBackend.ECHO.execute(batch, inst);
+        });
+        host = BackplaneHost.builder().backend(backend).restartBackoff(Duration.ofMillis(10), Duration.ofMillis(50))
+                .model(model("w", false).toBuilder().parameter("execute_timeout_ms", "300")
+                        .instanceGroup(new io.backplane.spi.config.InstanceGroup("", 2, io.backplane.spi.config.InstanceKind.CPU, List.of())).build())
+                .build();
+        CompletableFuture<InferenceResponse> stuck = host.infer(request("w", 1));
+        assertTrue(hung.await(5, TimeUnit.SECONDS));
+        assertEquals(2, tagOf(host.infer(request("w", 2)).get(5, TimeUnit.SECONDS)), "the other instance serves meanwhile");
+        BackplaneException e = failure(stuck);
+        assertTrue(e.getMessage().contains("execute_timeout_ms"), e.getMessage());
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (backend.instancesCreated.get() < 3 && System.nanoTime() < end) {
+            Thread.sleep(5);
+        }
+        assertEquals(3, backend.instancesCreated.get(), "the hung instance was replaced");
+        for (long t = 10; t < 20; t++) {
+            assertEquals(t, tagOf(host.infer(request("w", t)).get(5, TimeUnit.SECONDS)));
+        }
+    }
+
+    @Test
+    void executeTimeoutParameter_badValue_failsLoadClearly() {
+        BackplaneHost.Builder b = BackplaneHost.builder().backend(backend)
+                .model(model("w", false).toBuilder().parameter("execute_timeout_ms", "soon").build()).modelControlMode(ModelControlMode.EXPLICIT).loadModel("w");
+        BackplaneException e = assertThrows(BackplaneException.class, b::build);
+        assertTrue(e.getMessage().contains("execute_timeout_ms is 'soon'"), e.getMessage());
+    }
+
+    @Test
+    void readinessProbes_concurrentWithInference_neverDisturbIt() throws Exception {
+        start(false);
+        java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+        AtomicInteger notReady = new AtomicInteger();
+        List<Thread> probes = new java.util.ArrayList<>();
+        for (int p = 0; p < 4; p++) {
+            probes.add(Thread.ofPlatform().start(() -> {
+                while (!stop.get()) {
+                    if (!host.isModelReady("m") || !host.isReady()) {
+                        notReady.incrementAndGet();
+                    }
+                }
+            }));
+        }
+        for (long t = 0; t < 2000; t++) {
+            assertEquals(t, tagOf(host.infer(request("m", t)).get(5, TimeUnit.SECONDS)));
+        }
+        stop.set(true);
+        for (Thread p : probes) {
+            p.join();
+        }
+        assertEquals(0, notReady.get());
     }
 
     @Test

@@ -1,0 +1,123 @@
+package io.backplane.backend.cpu;
+
+import static java.util.Objects.requireNonNull;
+
+import ai.onnxruntime.OrtException;
+import ai.onnxruntime.OrtSession;
+import ai.onnxruntime.OrtSession.SessionOptions;
+import io.backplane.spi.Backend;
+import io.backplane.spi.BackendContext;
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.ErrorCode;
+import io.backplane.spi.Model;
+import io.backplane.spi.ModelContext;
+import io.backplane.spi.config.InstanceGroup;
+import io.backplane.spi.config.InstanceKind;
+import io.backplane.spi.config.ModelConfig;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The cpu backend: loads ONNX models into ONNX Runtime sessions, one session per instance.
+ * Thread-safe: models load concurrently; the shared ORT environment is never closed (see {@link Ort}).
+ */
+final class OnnxBackend implements Backend {
+    static final String DEFAULT_MODEL_FILENAME = "model.onnx";
+    private static final Logger LOG = LoggerFactory.getLogger(OnnxBackend.class);
+
+    private final BackendContext context;
+
+    OnnxBackend(BackendContext context) {
+        this.context = requireNonNull(context, "context is null");
+        Ort.environment(); // load the native library now, so a broken install fails the backend, not the first model
+        SessionSettings.from("(backend options)", context.options(), java.util.Map.of(), 1); // reject bad backend options early
+    }
+
+    @Override
+    public ModelConfig autoCompleteConfig(ModelContext model) throws OrtException {
+        ModelConfig config = model.config();
+        if (!config.inputs().isEmpty() && !config.outputs().isEmpty()) {
+            return config;
+        }
+        Path file = modelFile(model);
+        String where = where(model);
+        // A metadata-only session: no graph optimization, one thread.
+        try (SessionOptions options = new SessionOptions()) {
+            options.setOptimizationLevel(SessionOptions.OptLevel.NO_OPT);
+            options.setIntraOpNumThreads(1);
+            try (OrtSession session = openSession(file, options, where)) {
+                ModelConfig completed = Signatures.complete(config, session.getInputInfo(), session.getOutputInfo(), where);
+                LOG.info("{}: filled config from the model: inputs {}, outputs {}", where, completed.inputs(), completed.outputs());
+                return completed;
+            }
+        }
+    }
+
+    @Override
+    public Model loadModel(ModelContext model) throws OrtException {
+        String where = where(model);
+        ModelConfig config = model.config();
+        for (InstanceGroup g : config.instanceGroups()) {
+            if (g.kind() == InstanceKind.GPU) {
+                throw new BackplaneException(ErrorCode.UNSUPPORTED, where + ": instance_group '" + g.name()
+                        + "' asks for KIND_GPU but the cpu backend runs on the CPU only; use KIND_CPU (or the cuda backend)");
+            }
+        }
+        if (config.decoupled()) {
+            throw new BackplaneException(ErrorCode.UNSUPPORTED, where + ": the cpu backend answers each request once; remove"
+                    + " model_transaction_policy { decoupled: true }");
+        }
+        Path file = modelFile(model);
+        SessionSettings settings = SessionSettings.from(config.name(), context.options(), config.parameters(), config.instanceCount());
+        OrtSession first = OnnxModel.createSession(file, settings, where);
+        try {
+            ModelConfig effective = Signatures.complete(config, first.getInputInfo(), first.getOutputInfo(), where);
+            Signatures.check(effective, first.getInputInfo(), first.getOutputInfo(), where);
+            LOG.info("{}: loaded {} ({} intra-op / {} inter-op threads, optimization {})", where, file, settings.intraOpThreads(),
+                    settings.interOpThreads(), settings.optimizationLevel());
+            return new OnnxModel(where, effective, file, settings, first);
+        } catch (OrtException | RuntimeException e) {
+            OnnxModel.closeSession(first, where);
+            throw e;
+        }
+    }
+
+    @Override
+    public void close() {
+        // The ORT environment outlives the backend on purpose (see Ort): nothing else is backend-wide.
+        LOG.debug("cpu backend closed");
+    }
+
+    static String where(ModelContext model) {
+        return "model '" + model.name() + "' version " + model.version();
+    }
+
+    /** The model file: {@code default_model_filename} or model.onnx in the version folder (a folder named so holds model.onnx). */
+    static Path modelFile(ModelContext model) {
+        String name = model.config().defaultModelFilename().isEmpty() ? DEFAULT_MODEL_FILENAME : model.config().defaultModelFilename();
+        Path dir = model.versionDirectory().toAbsolutePath().normalize();
+        Path file = dir.resolve(name).normalize();
+        if (!file.startsWith(dir) || file.equals(dir)) {
+            throw BackplaneException.invalid(where(model) + ": default_model_filename '" + name + "' leaves the version folder " + dir);
+        }
+        if (Files.isDirectory(file)) {
+            file = file.resolve(DEFAULT_MODEL_FILENAME); // Triton's layout for models with external weights
+        }
+        if (!Files.isRegularFile(file)) {
+            throw BackplaneException.notFound(where(model) + ": no model file at " + file + "; put the ONNX model there, or name it"
+                    + " with default_model_filename in config.pbtxt");
+        }
+        return file;
+    }
+
+    static OrtSession openSession(Path file, SessionOptions options, String where) {
+        try {
+            return Ort.environment().createSession(file.toString(), options);
+        } catch (OrtException e) {
+            throw new BackplaneException(ErrorCode.INVALID_ARGUMENT, where + ": ONNX Runtime " + Ort.version() + " cannot load " + file
+                    + " as an ONNX model: " + e.getMessage(), e);
+        }
+    }
+}

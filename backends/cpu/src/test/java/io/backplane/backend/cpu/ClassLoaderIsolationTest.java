@@ -1,0 +1,125 @@
+package io.backplane.backend.cpu;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotSame;
+import static org.junit.jupiter.api.Assertions.assertSame;
+
+import io.backplane.spi.Backend;
+import io.backplane.spi.BackendFactory;
+import io.backplane.spi.InferenceResponse;
+import io.backplane.spi.Model;
+import io.backplane.spi.ModelInstance;
+import io.backplane.spi.ScheduledRequest;
+import io.backplane.spi.Tensor;
+import java.io.File;
+import java.lang.reflect.Method;
+import java.net.URL;
+import java.net.URLClassLoader;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.ServiceLoader;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The backend inside isolated plugin class loaders, built the way the host builds them: the
+ * backend's classes and the ONNX Runtime jar in a URLClassLoader whose parent is the platform
+ * loader plus only {@code io.backplane.spi} and {@code org.slf4j} from the application. This JVM
+ * has already loaded ORT in the application loader (the other tests), so every plugin loader here
+ * is a second or third loader of the same native library.
+ */
+class ClassLoaderIsolationTest {
+
+    /** Parent of a plugin loader: the platform loader, plus the shared packages from the application loader. */
+    static final class SharedPackagesLoader extends ClassLoader {
+        private final ClassLoader app = ClassLoaderIsolationTest.class.getClassLoader();
+
+        SharedPackagesLoader() {
+            super("backplane-shared", ClassLoader.getPlatformClassLoader());
+        }
+
+        @Override
+        protected Class<?> loadClass(String name, boolean resolve) throws ClassNotFoundException {
+            if (name.startsWith("io.backplane.spi.") || name.startsWith("org.slf4j.") || name.startsWith("org.jspecify.")) {
+                return app.loadClass(name);
+            }
+            return super.loadClass(name, resolve);
+        }
+    }
+
+    static Path ortJar() {
+        for (String entry : System.getProperty("java.class.path").split(File.pathSeparator)) {
+            if (Path.of(entry).getFileName().toString().startsWith("onnxruntime-")) {
+                return Path.of(entry);
+            }
+        }
+        throw new IllegalStateException("no onnxruntime jar on the test class path");
+    }
+
+    static URLClassLoader pluginLoader(String name) throws Exception {
+        URL backendClasses = OnnxBackendFactory.class.getProtectionDomain().getCodeSource().getLocation();
+        return new URLClassLoader(name, new URL[] {backendClasses, ortJar().toUri().toURL()}, new SharedPackagesLoader());
+    }
+
+    private static <T> T withContextLoader(ClassLoader loader, java.util.concurrent.Callable<T> call) throws Exception {
+        Thread t = Thread.currentThread();
+        ClassLoader saved = t.getContextClassLoader();
+        t.setContextClassLoader(loader);
+        try {
+            return call.call();
+        } finally {
+            t.setContextClassLoader(saved);
+        }
+    }
+
+    private static Object environmentOf(ClassLoader loader) throws Exception {
+        Method m = Class.forName("io.backplane.backend.cpu.Ort", true, loader).getDeclaredMethod("environment");
+        m.setAccessible(true);
+        return m.invoke(null);
+    }
+
+    private static void loadRunUnload(Backend backend, ClassLoader loader, float seed) throws Exception {
+        Fakes.Model ctx = new Fakes.Model(TestModels.addSub(), TestModels.dir("add_sub"), new Fakes.Backend(Map.of()));
+        Model model = withContextLoader(loader, () -> backend.loadModel(ctx));
+        ModelInstance instance = withContextLoader(loader, () -> model.createInstance(new Fakes.Instance(ctx)));
+        Fakes.Request r = Fakes.Request.of(TestModels.request("add_sub", Tensor.ofFloats("INPUT0", new long[] {1, 4}, seed, 2, 3, 4),
+                Tensor.ofFloats("INPUT1", new long[] {1, 4}, 1, 1, 1, 1)));
+        withContextLoader(loader, () -> {
+            instance.execute(new ArrayList<ScheduledRequest>(List.of(r)));
+            return null;
+        });
+        InferenceResponse response = r.response();
+        assertFalse(response.isError(), () -> String.valueOf(response.error()));
+        assertEquals(seed + 1, response.output("OUTPUT0").toFloatArray()[0]);
+        instance.close();
+        model.close();
+    }
+
+    @Test
+    void pluginLoaders_twoAtOnceBesideTheAppLoader_eachLoadsOrtAndServes() throws Exception {
+        Object appEnvironment = Ort.environment(); // the application loader holds the library first
+        try (URLClassLoader a = pluginLoader("cpu-plugin-a"); URLClassLoader b = pluginLoader("cpu-plugin-b")) {
+            BackendFactory fa = ServiceLoader.load(BackendFactory.class, a).findFirst().orElseThrow();
+            BackendFactory fb = ServiceLoader.load(BackendFactory.class, b).findFirst().orElseThrow();
+            assertSame(a, fa.getClass().getClassLoader(), "factory defined by the plugin loader");
+            assertNotSame(fa.getClass(), fb.getClass());
+            assertNotSame(OnnxBackendFactory.class, fa.getClass());
+            assertEquals("cpu", fa.name());
+
+            Backend backendA = withContextLoader(a, () -> fa.create(new Fakes.Backend(Map.of())));
+            Backend backendB = withContextLoader(b, () -> fb.create(new Fakes.Backend(Map.of())));
+            Object envA = environmentOf(a);
+            for (int i = 0; i < 3; i++) { // unload and load again: same environment, library not reloaded
+                loadRunUnload(backendA, a, 10 + i);
+                loadRunUnload(backendB, b, 20 + i);
+                assertSame(envA, environmentOf(a));
+            }
+            assertNotSame(envA, environmentOf(b), "each loader has its own copy of the runtime");
+            assertNotSame(appEnvironment, envA);
+            backendA.close();
+            backendB.close();
+        }
+    }
+}

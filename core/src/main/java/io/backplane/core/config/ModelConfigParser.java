@@ -1,0 +1,499 @@
+package io.backplane.core.config;
+
+import static io.backplane.core.config.ModelConfigValidator.error;
+
+import com.google.protobuf.Descriptors.Descriptor;
+import com.google.protobuf.Descriptors.EnumDescriptor;
+import com.google.protobuf.Descriptors.EnumValueDescriptor;
+import com.google.protobuf.Descriptors.FieldDescriptor;
+import com.google.protobuf.TextFormat;
+import com.google.protobuf.TextFormatParseInfoTree;
+import io.backplane.core.config.proto.ModelConfigProtos;
+import io.backplane.core.config.proto.ModelDynamicBatching;
+import io.backplane.core.config.proto.ModelInput;
+import io.backplane.core.config.proto.ModelInstanceGroup;
+import io.backplane.core.config.proto.ModelOutput;
+import io.backplane.core.config.proto.ModelQueuePolicy;
+import io.backplane.core.config.proto.ModelVersionPolicy;
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.DataType;
+import io.backplane.spi.ErrorCode;
+import io.backplane.spi.config.DynamicBatching;
+import io.backplane.spi.config.InstanceGroup;
+import io.backplane.spi.config.InstanceKind;
+import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.config.QueuePolicy;
+import io.backplane.spi.config.TensorConfig;
+import io.backplane.spi.config.TimeoutAction;
+import io.backplane.spi.config.VersionPolicy;
+import java.io.IOException;
+import java.nio.charset.CharacterCodingException;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.function.Supplier;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Collectors;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Reads Triton {@code config.pbtxt} files with protobuf text-format semantics (protobuf-java's
+ * {@link TextFormat} over Backplane's subset of Triton's {@code model_config.proto}), then converts
+ * and checks them. Every problem is a {@link BackplaneException} INVALID_ARGUMENT that starts with
+ * {@code <file>:<line>:<col>: } where the position is known and names the field; a Triton field that
+ * Backplane does not support is reported as such, never ignored.
+ */
+public final class ModelConfigParser {
+    /** The configuration file inside a model directory. */
+    public static final String CONFIG_FILE = "config.pbtxt";
+
+    private static final Logger LOG = LoggerFactory.getLogger(ModelConfigParser.class);
+
+    /** Triton model_config.proto fields that Backplane does not support, per message type. */
+    private static final Map<String, Set<String>> UNSUPPORTED_TRITON_FIELDS = Map.of(
+            "ModelConfig", Set.of("runtime", "batch_input", "batch_output", "optimization", "sequence_batching", "ensemble_scheduling",
+                    "cc_model_filenames", "metric_tags", "model_warmup", "model_operations", "model_repository_agents", "response_cache",
+                    "model_metrics"),
+            "ModelInput", Set.of("format", "is_shape_tensor", "allow_ragged_batch", "is_non_linear_format_io"),
+            "ModelOutput", Set.of("label_filename", "is_shape_tensor", "is_non_linear_format_io"),
+            "ModelInstanceGroup", Set.of("rate_limiter", "secondary_devices", "profile", "passive", "host_policy"));
+
+    /** Model file in a version folder → backend, for directories without config.pbtxt. */
+    private static final Map<String, String> INFERRED_BACKENDS = inferredBackends();
+
+    private static Map<String, String> inferredBackends() {
+        Map<String, String> m = new LinkedHashMap<>();
+        m.put("model.py", "python");
+        m.put("model.onnx", "onnxruntime");
+        m.put("model.ptx", "cuda");
+        m.put("model.cubin", "cuda");
+        return java.util.Collections.unmodifiableMap(m);
+    }
+
+    private static final Pattern POSITION_PREFIX = Pattern.compile("^-?\\d+:-?\\d+: ");
+    private static final Pattern UNKNOWN_FIELD = Pattern.compile("(\\d+):(\\d+):\\s*([A-Za-z0-9_.]+)\\.([A-Za-z0-9_]+)\\s*$");
+    private static final Pattern FIELD_BEFORE_VALUE = Pattern.compile("([A-Za-z_][A-Za-z0-9_]*)\\s*:");
+    private static final Pattern ENUM_TYPE = Pattern.compile("Enum type \"([A-Za-z0-9_.]+)\"");
+
+    private static final Map<String, Descriptor> MESSAGES = new HashMap<>();
+    private static final Map<String, EnumDescriptor> ENUMS = new HashMap<>();
+
+    static {
+        for (EnumDescriptor e : ModelConfigProtos.getDescriptor().getEnumTypes()) {
+            ENUMS.put(e.getFullName(), e);
+        }
+        for (Descriptor d : ModelConfigProtos.getDescriptor().getMessageTypes()) {
+            index(d);
+        }
+    }
+
+    private static void index(Descriptor d) {
+        MESSAGES.put(d.getFullName(), d);
+        for (EnumDescriptor e : d.getEnumTypes()) {
+            ENUMS.put(e.getFullName(), e);
+        }
+        for (Descriptor n : d.getNestedTypes()) {
+            index(n);
+        }
+    }
+
+    private ModelConfigParser() {
+    }
+
+    /**
+     * Parses and checks {@code <modelDir>/config.pbtxt}, or infers a minimal config when the file is
+     * absent: name = directory name, backend from the model file in the highest version folder
+     * ({@code model.py} → python, {@code model.onnx} → onnxruntime, {@code model.ptx}/{@code .cubin} →
+     * cuda). A {@code version_policy { specific {...} }} must name existing version folders.
+     *
+     * @throws BackplaneException INVALID_ARGUMENT for a bad or unreadable config; NOT_FOUND when
+     *     {@code modelDir} is not a directory
+     */
+    public static ModelConfig parseModelDirectory(Path modelDir) {
+        if (!Files.isDirectory(modelDir)) {
+            throw BackplaneException.notFound("model directory " + modelDir + " does not exist or is not a directory");
+        }
+        String dirName = modelDir.getFileName() == null ? modelDir.toString() : modelDir.getFileName().toString();
+        Path file = modelDir.resolve(CONFIG_FILE);
+        if (!Files.exists(file)) {
+            return infer(modelDir, dirName);
+        }
+        if (!Files.isRegularFile(file)) {
+            throw BackplaneException.invalid(file + ": is not a regular file; config.pbtxt must be a text file");
+        }
+        String text;
+        try {
+            text = Files.readString(file);
+        } catch (CharacterCodingException e) {
+            throw new BackplaneException(ErrorCode.INVALID_ARGUMENT, file + ": is not valid UTF-8 text; save it as UTF-8", e);
+        } catch (IOException e) {
+            throw new BackplaneException(ErrorCode.INVALID_ARGUMENT, file + ": cannot be read: " + e, e);
+        }
+        if (text.startsWith("\uFEFF")) {
+            text = text.substring(1); // a byte-order mark from Windows editors; TextFormat would reject it
+        }
+        Parsed parsed = parseWithPositions(text, file.toString(), dirName);
+        checkSpecificVersionsExist(parsed.config(), parsed.at(), modelDir);
+        return parsed.config();
+    }
+
+    /**
+     * Parses and checks config text.
+     *
+     * @param text the content of a config.pbtxt
+     * @param sourceName named in every error, usually the file path
+     * @param expectedModelName the model directory name the config must carry (a config without
+     *     {@code name} takes it); empty to accept any non-empty name
+     * @throws BackplaneException INVALID_ARGUMENT naming {@code sourceName}, line, column and field
+     */
+    public static ModelConfig parse(String text, String sourceName, String expectedModelName) {
+        return parseWithPositions(text, sourceName, expectedModelName).config();
+    }
+
+    private record Parsed(ModelConfig config, SourcePositions at) {
+    }
+
+    private static Parsed parseWithPositions(String text, String source, String expectedName) {
+        TextFormatParseInfoTree.Builder tree = TextFormatParseInfoTree.builder();
+        TextFormat.Parser parser = TextFormat.Parser.newBuilder()
+                .setParseInfoTreeBuilder(tree)
+                // Triton parses with C++ TextFormat, which rejects a non-repeated field given twice.
+                .setSingularOverwritePolicy(TextFormat.Parser.SingularOverwritePolicy.FORBID_SINGULAR_OVERWRITES)
+                .build();
+        io.backplane.core.config.proto.ModelConfig.Builder builder = io.backplane.core.config.proto.ModelConfig.newBuilder();
+        try {
+            parser.merge(text, builder);
+        } catch (TextFormat.ParseException e) {
+            throw translate(e, text, source);
+        }
+        io.backplane.core.config.proto.ModelConfig proto = builder.build();
+        TextFormatParseInfoTree built = tree.build();
+        SourcePositions at = SourcePositions.of(source, proto, built);
+        checkDuplicateMapKeys(proto, built, at);
+        ModelConfig config = convert(proto, at, expectedName);
+        ModelConfigValidator.validate(config, at);
+        return new Parsed(config, at);
+    }
+
+    // ---- TextFormat errors ------------------------------------------------------------------------
+
+    private static BackplaneException translate(TextFormat.ParseException e, String text, String source) {
+        String message = POSITION_PREFIX.matcher(String.valueOf(e.getMessage())).replaceFirst("");
+        if (message.startsWith("Input contains unknown fields")) {
+            List<String> problems = new ArrayList<>();
+            for (String line : message.split("\n")) {
+                Matcher m = UNKNOWN_FIELD.matcher(line);
+                if (m.find()) {
+                    problems.add(unknownField(source, m.group(1), m.group(2), m.group(3), m.group(4)));
+                }
+            }
+            if (!problems.isEmpty()) {
+                return new BackplaneException(ErrorCode.INVALID_ARGUMENT, String.join("\n", problems), e);
+            }
+        }
+        int line = e.getLine();
+        int column = e.getColumn();
+        String where = line > 0 ? source + ":" + line + ":" + Math.max(column, 1) : source;
+        String lineText = line > 0 ? lineOf(text, line) : "";
+        StringBuilder out = new StringBuilder(where).append(": ");
+        String field = isValueError(message) ? fieldBefore(lineText, column) : null;
+        if (field != null) {
+            out.append("field '").append(field).append("': ");
+        }
+        out.append(message);
+        Matcher enumType = ENUM_TYPE.matcher(message);
+        if (enumType.find() && ENUMS.containsKey(enumType.group(1))) {
+            out.append(" Valid values: ").append(ENUMS.get(enumType.group(1)).getValues().stream()
+                    .map(EnumValueDescriptor::getName).collect(Collectors.joining(", "))).append('.');
+        }
+        if (!lineText.isBlank()) {
+            out.append(" In: ").append(lineText.strip());
+        }
+        return new BackplaneException(ErrorCode.INVALID_ARGUMENT, out.toString(), e);
+    }
+
+    private static String unknownField(String source, String line, String column, String typeFullName, String field) {
+        String type = typeFullName.substring(typeFullName.lastIndexOf('.') + 1);
+        String where = source + ":" + line + ":" + column + ": ";
+        if (UNSUPPORTED_TRITON_FIELDS.getOrDefault(type, Set.of()).contains(field)) {
+            return where + "field '" + field + "' is not supported by Backplane (Triton " + type + "." + field
+                    + "); remove it, or serve this model with Triton";
+        }
+        Descriptor d = MESSAGES.get(typeFullName);
+        String known = d == null ? "" : "; fields Backplane accepts in " + type + ": "
+                + d.getFields().stream().map(FieldDescriptor::getName).collect(Collectors.joining(", "));
+        return where + "field '" + field + "' is unknown in " + type + " (not a Triton model configuration field); check the spelling" + known;
+    }
+
+    private static boolean isValueError(String message) {
+        return message.startsWith("Couldn't parse") || message.startsWith("Enum type") || message.startsWith("Expected integer")
+                || message.startsWith("Expected string") || message.startsWith("Expected double") || message.startsWith("Expected float")
+                || message.startsWith("Expected \"true\"") || message.startsWith("Invalid");
+    }
+
+    private static String lineOf(String text, int oneBasedLine) {
+        String[] lines = text.split("\r?\n", -1);
+        return oneBasedLine <= lines.length ? lines[oneBasedLine - 1] : "";
+    }
+
+    private static @Nullable String fieldBefore(String lineText, int oneBasedColumn) {
+        String prefix = lineText.substring(0, Math.clamp(oneBasedColumn - 1, 0, lineText.length()));
+        Matcher m = FIELD_BEFORE_VALUE.matcher(prefix);
+        String last = null;
+        while (m.find()) {
+            last = m.group(1);
+        }
+        return last;
+    }
+
+    private static void checkDuplicateMapKeys(io.backplane.core.config.proto.ModelConfig proto, TextFormatParseInfoTree tree,
+            SourcePositions at) {
+        FieldDescriptor parameters = io.backplane.core.config.proto.ModelConfig.getDescriptor().findFieldByName("parameters");
+        int parsed = tree.getLocations(parameters).size();
+        if (parsed > proto.getParametersCount()) {
+            throw error(at.at("parameters"), "parameters", parsed + " entries name only " + proto.getParametersCount()
+                    + " distinct keys " + new TreeSet<>(proto.getParametersMap().keySet()) + "; give each key once");
+        }
+        if (proto.hasDynamicBatching()) {
+            FieldDescriptor dbField = io.backplane.core.config.proto.ModelConfig.getDescriptor().findFieldByName("dynamic_batching");
+            FieldDescriptor pqp = ModelDynamicBatching.getDescriptor().findFieldByName("priority_queue_policy");
+            if (!tree.getNestedTrees(dbField).isEmpty()) {
+                int entries = tree.getNestedTree(dbField, 0).getLocations(pqp).size();
+                int distinct = proto.getDynamicBatching().getPriorityQueuePolicyCount();
+                if (entries > distinct) {
+                    throw error(at.at("dynamic_batching.priority_queue_policy"), "dynamic_batching.priority_queue_policy", entries
+                            + " entries name only " + distinct + " distinct levels " + new TreeSet<>(
+                                    proto.getDynamicBatching().getPriorityQueuePolicyMap().keySet()) + "; give each level once");
+                }
+            }
+        }
+    }
+
+    // ---- conversion to the SPI records -------------------------------------------------------------
+
+    private static ModelConfig convert(io.backplane.core.config.proto.ModelConfig m, SourcePositions at, String expectedName) {
+        String name = m.getName();
+        if (name.isEmpty()) {
+            if (expectedName.isEmpty()) {
+                throw error(at.source(), "name", "the config has no name; add name: \"<model directory name>\"");
+            }
+            name = expectedName;
+        } else if (!expectedName.isEmpty() && !name.equals(expectedName)) {
+            throw error(at.at("name"), "name", "model name '" + name + "' does not match its directory name '" + expectedName
+                    + "'; set name: \"" + expectedName + "\" or rename the directory");
+        }
+        String backend = m.getBackend();
+        if (backend.isEmpty() && !m.getPlatform().isEmpty()) {
+            backend = ModelConfigValidator.backendForPlatform(m.getPlatform()).orElse("");
+        }
+        if (m.getMaxBatchSize() < 0) {
+            throw error(at.at("max_batch_size"), "max_batch_size", "max_batch_size " + m.getMaxBatchSize()
+                    + " is negative; use 0 for a model that does not batch, or the largest batch size");
+        }
+        ModelConfig.Builder b = ModelConfig.builder(name).platform(m.getPlatform()).backend(backend).maxBatchSize(m.getMaxBatchSize())
+                .decoupled(m.getModelTransactionPolicy().getDecoupled()).defaultModelFilename(m.getDefaultModelFilename());
+        for (int i = 0; i < m.getInputCount(); i++) {
+            ModelInput in = m.getInput(i);
+            String path = "input[" + i + "]";
+            DataType type = dataType(in.getDataTypeValue(), in.getName(), path, at);
+            List<Long> reshape = in.hasReshape() ? in.getReshape().getShapeList() : null;
+            b.input(construct(() -> new TensorConfig(in.getName(), type, in.getDimsList(), reshape, in.getOptional()), at.at(path), "input"));
+        }
+        for (int i = 0; i < m.getOutputCount(); i++) {
+            ModelOutput out = m.getOutput(i);
+            String path = "output[" + i + "]";
+            DataType type = dataType(out.getDataTypeValue(), out.getName(), path, at);
+            List<Long> reshape = out.hasReshape() ? out.getReshape().getShapeList() : null;
+            b.output(construct(() -> new TensorConfig(out.getName(), type, out.getDimsList(), reshape, false), at.at(path), "output"));
+        }
+        for (int i = 0; i < m.getInstanceGroupCount(); i++) {
+            b.instanceGroup(instanceGroup(m.getInstanceGroup(i), name, i, at));
+        }
+        if (m.hasDynamicBatching()) {
+            b.dynamicBatching(dynamicBatching(m.getDynamicBatching(), at));
+        }
+        if (m.hasVersionPolicy()) {
+            b.versionPolicy(versionPolicy(m.getVersionPolicy(), at));
+        }
+        for (Map.Entry<String, io.backplane.core.config.proto.ModelParameter> p : m.getParametersMap().entrySet()) {
+            b.parameter(p.getKey(), p.getValue().getStringValue());
+        }
+        return construct(b::build, at.source(), "model");
+    }
+
+    private static DataType dataType(int number, String tensor, String path, SourcePositions at) {
+        io.backplane.core.config.proto.DataType t = io.backplane.core.config.proto.DataType.forNumber(number);
+        String where = at.at(path + ".data_type");
+        if (t == null) {
+            throw error(where, "data_type", "tensor '" + tensor + "': data_type " + number + " is not a Triton data type; use a name such as TYPE_FP32");
+        }
+        return switch (t) {
+            case TYPE_INVALID, UNRECOGNIZED -> throw error(where, "data_type", "tensor '" + tensor
+                    + "' has no data_type (TYPE_INVALID); set e.g. data_type: TYPE_FP32");
+            case TYPE_BOOL -> DataType.BOOL;
+            case TYPE_UINT8 -> DataType.UINT8;
+            case TYPE_UINT16 -> DataType.UINT16;
+            case TYPE_UINT32 -> DataType.UINT32;
+            case TYPE_UINT64 -> DataType.UINT64;
+            case TYPE_INT8 -> DataType.INT8;
+            case TYPE_INT16 -> DataType.INT16;
+            case TYPE_INT32 -> DataType.INT32;
+            case TYPE_INT64 -> DataType.INT64;
+            case TYPE_FP16 -> DataType.FP16;
+            case TYPE_FP32 -> DataType.FP32;
+            case TYPE_FP64 -> DataType.FP64;
+            case TYPE_STRING -> DataType.BYTES;
+            case TYPE_BF16 -> DataType.BF16;
+        };
+    }
+
+    private static InstanceGroup instanceGroup(ModelInstanceGroup g, String modelName, int index, SourcePositions at) {
+        String path = "instance_group[" + index + "]";
+        if (g.hasCount() && g.getCount() < 1) {
+            throw error(at.at(path + ".count"), "instance_group.count", "count " + g.getCount() + " must be ≥ 1; omit it for one instance");
+        }
+        InstanceKind kind = switch (g.getKind()) {
+            case KIND_AUTO -> InstanceKind.AUTO;
+            case KIND_GPU -> InstanceKind.GPU;
+            case KIND_CPU -> InstanceKind.CPU;
+            case KIND_MODEL -> InstanceKind.MODEL;
+            case UNRECOGNIZED -> throw error(at.at(path + ".kind"), "instance_group.kind", "kind " + g.getKindValue()
+                    + " is not one of KIND_AUTO, KIND_GPU, KIND_CPU, KIND_MODEL");
+        };
+        // Triton names an unnamed group <model name>_<group number>.
+        String name = g.getName().isEmpty() ? modelName + "_" + index : g.getName();
+        int count = g.hasCount() ? g.getCount() : 1;
+        return construct(() -> new InstanceGroup(name, count, kind, g.getGpusList()), at.at(path), "instance_group");
+    }
+
+    private static DynamicBatching dynamicBatching(ModelDynamicBatching d, SourcePositions at) {
+        String p = "dynamic_batching.";
+        long delay = d.getMaxQueueDelayMicroseconds();
+        if (delay < 0) {
+            throw error(at.at(p + "max_queue_delay_microseconds"), p + "max_queue_delay_microseconds", Long.toUnsignedString(delay)
+                    + " is too large; use at most " + Long.MAX_VALUE);
+        }
+        int levels = smallInt(d.getPriorityLevels(), p + "priority_levels", at);
+        int defaultLevel = smallInt(d.getDefaultPriorityLevel(), p + "default_priority_level", at);
+        QueuePolicy defaultPolicy = d.hasDefaultQueuePolicy() ? queuePolicy(d.getDefaultQueuePolicy(), p + "default_queue_policy", at)
+                : QueuePolicy.DEFAULT;
+        Map<Integer, QueuePolicy> perLevel = new HashMap<>();
+        for (Map.Entry<Long, ModelQueuePolicy> e : d.getPriorityQueuePolicyMap().entrySet()) {
+            String path = p + "priority_queue_policy";
+            int level = smallInt(e.getKey(), path, at);
+            perLevel.put(level, queuePolicy(e.getValue(), path, at));
+        }
+        return construct(() -> new DynamicBatching(d.getPreferredBatchSizeList(), delay, d.getPreserveOrdering(), levels, defaultLevel,
+                defaultPolicy, perLevel), at.at("dynamic_batching"), "dynamic_batching");
+    }
+
+    private static QueuePolicy queuePolicy(ModelQueuePolicy q, String path, SourcePositions at) {
+        TimeoutAction action = switch (q.getTimeoutAction()) {
+            case REJECT -> TimeoutAction.REJECT;
+            case DELAY -> TimeoutAction.DELAY;
+            case UNRECOGNIZED -> throw error(at.at(path + ".timeout_action"), path + ".timeout_action", "timeout_action "
+                    + q.getTimeoutActionValue() + " is not REJECT or DELAY");
+        };
+        long timeout = q.getDefaultTimeoutMicroseconds();
+        if (timeout < 0) {
+            throw error(at.at(path + ".default_timeout_microseconds"), path + ".default_timeout_microseconds",
+                    Long.toUnsignedString(timeout) + " is too large; use at most " + Long.MAX_VALUE);
+        }
+        int maxQueue = q.getMaxQueueSize();
+        if (maxQueue < 0) {
+            throw error(at.at(path + ".max_queue_size"), path + ".max_queue_size", Integer.toUnsignedString(maxQueue)
+                    + " is too large; use at most " + Integer.MAX_VALUE);
+        }
+        return construct(() -> new QueuePolicy(action, timeout, q.getAllowTimeoutOverride(), maxQueue), at.at(path), path);
+    }
+
+    private static VersionPolicy versionPolicy(ModelVersionPolicy v, SourcePositions at) {
+        return switch (v.getPolicyChoiceCase()) {
+            case LATEST -> {
+                int n = v.getLatest().getNumVersions();
+                if (n < 1) {
+                    throw error(at.at("version_policy.latest"), "version_policy.latest.num_versions", "num_versions "
+                            + Integer.toUnsignedString(n) + " must be between 1 and " + Integer.MAX_VALUE);
+                }
+                yield new VersionPolicy.Latest(n);
+            }
+            case ALL -> new VersionPolicy.All();
+            case SPECIFIC -> {
+                if (v.getSpecific().getVersionsCount() == 0) {
+                    throw error(at.at("version_policy.specific"), "version_policy.specific.versions",
+                            "specific lists no versions; add versions: [ 1 ] or use latest/all");
+                }
+                yield new VersionPolicy.Specific(v.getSpecific().getVersionsList());
+            }
+            case POLICYCHOICE_NOT_SET -> VersionPolicy.DEFAULT;
+        };
+    }
+
+    private static int smallInt(long unsigned, String field, SourcePositions at) {
+        if (unsigned < 0 || unsigned > Integer.MAX_VALUE) {
+            throw error(at.at(field), field, Long.toUnsignedString(unsigned) + " is too large; use at most " + Integer.MAX_VALUE);
+        }
+        return (int) unsigned;
+    }
+
+    /** Runs a record constructor, turning its range checks into located config errors. */
+    private static <T> T construct(Supplier<T> constructor, String where, String field) {
+        try {
+            return constructor.get();
+        } catch (IllegalArgumentException | NullPointerException e) {
+            throw new BackplaneException(ErrorCode.INVALID_ARGUMENT, where + ": field '" + field + "': " + e.getMessage(), e);
+        }
+    }
+
+    // ---- directories -------------------------------------------------------------------------------
+
+    private static void checkSpecificVersionsExist(ModelConfig c, SourcePositions at, Path modelDir) {
+        if (!(c.versionPolicy() instanceof VersionPolicy.Specific s)) {
+            return;
+        }
+        List<Long> available = VersionFolders.scan(modelDir).versions();
+        List<Long> missing = s.versions().stream().filter(v -> !available.contains(v)).toList();
+        if (!missing.isEmpty()) {
+            throw error(at.at("version_policy.specific"), "version_policy.specific.versions", "version(s) " + missing
+                    + " have no version folder in " + modelDir + "; existing version folders: " + available
+                    + "; create the folder or remove the version");
+        }
+    }
+
+    private static ModelConfig infer(Path modelDir, String dirName) {
+        List<Long> versions = VersionFolders.scan(modelDir).versions();
+        Path missing = modelDir.resolve(CONFIG_FILE);
+        if (versions.isEmpty()) {
+            throw BackplaneException.invalid(missing + ": not found, and " + modelDir
+                    + " has no numeric version folder to infer a config from; add a config.pbtxt and a version folder such as 1/");
+        }
+        Path versionDir = modelDir.resolve(Long.toString(versions.getLast()));
+        List<String> files = new ArrayList<>();
+        try (DirectoryStream<Path> entries = Files.newDirectoryStream(versionDir)) {
+            entries.forEach(p -> files.add(p.getFileName().toString()));
+        } catch (IOException e) {
+            throw new BackplaneException(ErrorCode.INVALID_ARGUMENT, "cannot list " + versionDir + ": " + e, e);
+        }
+        for (Map.Entry<String, String> e : INFERRED_BACKENDS.entrySet()) {
+            if (files.contains(e.getKey())) {
+                ModelConfig c = ModelConfig.builder(dirName).backend(e.getValue()).build();
+                ModelConfigValidator.validate(c, missing.toString());
+                LOG.info("{} has no {}; inferred backend '{}' from {}", modelDir, CONFIG_FILE, e.getValue(), versionDir.resolve(e.getKey()));
+                return c;
+            }
+        }
+        files.sort(null);
+        throw BackplaneException.invalid(missing + ": not found, and " + versionDir + " holds none of " + INFERRED_BACKENDS.keySet()
+                + " (found " + files + "); add a config.pbtxt naming the backend");
+    }
+}

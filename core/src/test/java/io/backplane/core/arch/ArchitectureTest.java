@@ -1,0 +1,62 @@
+package io.backplane.core.arch;
+
+import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.classes;
+import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
+import static com.tngtech.archunit.library.dependencies.SlicesRuleDefinition.slices;
+
+import com.tngtech.archunit.core.domain.JavaClasses;
+import com.tngtech.archunit.core.importer.ClassFileImporter;
+import com.tngtech.archunit.core.importer.ImportOption;
+import com.tngtech.archunit.library.GeneralCodingRules;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Layering rules of DESIGN.md and STYLE.md for the SPI and the core. (Rules that span every
+ * module, e.g. "backends never depend on core", run in the dist module, which sees them all.)
+ */
+class ArchitectureTest {
+    private static JavaClasses classes;
+
+    @BeforeAll
+    static void importClasses() {
+        // The compiled classes of this module and of the SPI (surefire runs in the module folder).
+        classes = new ClassFileImporter().withImportOption(ImportOption.Predefined.DO_NOT_INCLUDE_TESTS)
+                .importPaths(java.nio.file.Path.of("target/classes"), java.nio.file.Path.of("../spi/target/classes"));
+    }
+
+    @Test
+    void spi_dependsOnTheJdkAndAnnotationsOnly() {
+        classes().that().resideInAPackage("io.backplane.spi..").should().onlyDependOnClassesThat()
+                .resideInAnyPackage("io.backplane.spi..", "java..", "org.jspecify.annotations..")
+                .because("the SPI should have only minimal dependencies (STYLE 1)").check(classes);
+    }
+
+    @Test
+    void spi_neverDependsOnCore() {
+        noClasses().that().resideInAPackage("io.backplane.spi..").should().dependOnClassesThat().resideInAPackage("io.backplane.core..")
+                .check(classes);
+    }
+
+    @Test
+    void guice_staysInsideTheCoreInternals() {
+        noClasses().that().resideInAnyPackage("io.backplane.spi..", "io.backplane.core.plugin..", "io.backplane.core.batch..")
+                .should().dependOnClassesThat().resideInAPackage("com.google.inject..").because("Guice stays inside core wiring (STYLE 10)")
+                .check(classes);
+    }
+
+    @Test
+    void corePackages_haveNoCycles() {
+        slices().matching("io.backplane.core.(*)..").should().beFreeOfCycles().check(classes);
+    }
+
+    @Test
+    void libraryCode_neverWritesToStandardStreams() {
+        GeneralCodingRules.NO_CLASSES_SHOULD_ACCESS_STANDARD_STREAMS.check(classes);
+    }
+
+    @Test
+    void libraryCode_neverUsesJavaUtilLogging() {
+        GeneralCodingRules.NO_CLASSES_SHOULD_USE_JAVA_UTIL_LOGGING.check(classes);
+    }
+}

@@ -1,0 +1,418 @@
+package io.backplane.core.config;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.DataType;
+import io.backplane.spi.ErrorCode;
+import io.backplane.spi.config.DynamicBatching;
+import io.backplane.spi.config.InstanceGroup;
+import io.backplane.spi.config.InstanceKind;
+import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.config.QueuePolicy;
+import io.backplane.spi.config.TensorConfig;
+import io.backplane.spi.config.TimeoutAction;
+import io.backplane.spi.config.VersionPolicy;
+import java.net.URISyntaxException;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import org.junit.jupiter.api.Test;
+
+class ModelConfigParserTest {
+    static Path triton(String model) {
+        try {
+            return Path.of(Objects.requireNonNull(ModelConfigParserTest.class.getResource("/repos/triton/" + model)).toURI());
+        } catch (URISyntaxException e) {
+            throw new AssertionError(e);
+        }
+    }
+
+    private static BackplaneException invalid(String text) {
+        BackplaneException e = assertThrows(BackplaneException.class, () -> ModelConfigParser.parse(text, "m/config.pbtxt", "m"));
+        assertEquals(ErrorCode.INVALID_ARGUMENT, e.code(), e.getMessage());
+        return e;
+    }
+
+    private static void assertContains(String message, String... parts) {
+        for (String p : parts) {
+            assertTrue(message.contains(p), () -> "expected '" + p + "' in: " + message);
+        }
+    }
+
+    @Test
+    void parseModelDirectory_tritonAddSub_twoInputsTwoOutputsPythonCpu() {
+        ModelConfig c = ModelConfigParser.parseModelDirectory(triton("add_sub"));
+
+        assertEquals("add_sub", c.name());
+        assertEquals("python", c.backend());
+        assertEquals("", c.platform());
+        assertEquals(0, c.maxBatchSize());
+        assertEquals(List.of(TensorConfig.of("INPUT0", DataType.FP32, 4), TensorConfig.of("INPUT1", DataType.FP32, 4)), c.inputs());
+        assertEquals(List.of(TensorConfig.of("OUTPUT0", DataType.FP32, 4), TensorConfig.of("OUTPUT1", DataType.FP32, 4)), c.outputs());
+        assertEquals(List.of(new InstanceGroup("add_sub_0", 1, InstanceKind.CPU, List.of())), c.instanceGroups());
+        assertNull(c.dynamicBatching());
+        assertFalse(c.decoupled());
+        assertEquals(VersionPolicy.DEFAULT, c.versionPolicy());
+    }
+
+    @Test
+    void parseModelDirectory_tritonDecoupledRepeat_decoupledWithVariableDims() {
+        ModelConfig c = ModelConfigParser.parseModelDirectory(triton("repeat_int32"));
+
+        assertTrue(c.decoupled());
+        assertEquals(List.of("IN", "DELAY", "WAIT"), c.inputs().stream().map(TensorConfig::name).toList());
+        assertEquals(TensorConfig.of("IN", DataType.INT32, -1), c.inputs().getFirst());
+        assertEquals(TensorConfig.of("DELAY", DataType.UINT32, -1), c.inputs().get(1));
+        assertEquals(List.of(TensorConfig.of("OUT", DataType.INT32, 1), TensorConfig.of("IDX", DataType.UINT32, 1)), c.outputs());
+    }
+
+    @Test
+    void parseModelDirectory_tritonDecoupledSquare_decoupledTrueCapitalised() {
+        ModelConfig c = ModelConfigParser.parseModelDirectory(triton("square_int32"));
+
+        assertTrue(c.decoupled());
+        assertEquals(List.of(TensorConfig.of("IN", DataType.INT32, 1)), c.inputs());
+    }
+
+    @Test
+    void parseModelDirectory_onnxPlatform_mapsToOnnxruntimeBackendAndKeepsReshape() {
+        ModelConfig c = ModelConfigParser.parseModelDirectory(triton("densenet_onnx"));
+
+        assertEquals("onnxruntime_onnx", c.platform());
+        assertEquals("onnxruntime", c.backend());
+        assertEquals(new TensorConfig("data_0", DataType.FP32, List.of(3L, 224L, 224L), List.of(1L, 3L, 224L, 224L), false),
+                c.inputs().getFirst());
+        assertEquals(List.of(1L, 1000L, 1L, 1L), c.outputs().getFirst().reshape());
+    }
+
+    @Test
+    void parseModelDirectory_everyDynamicBatchingField_allConverted() {
+        ModelConfig c = ModelConfigParser.parseModelDirectory(triton("batched"));
+
+        DynamicBatching db = Objects.requireNonNull(c.dynamicBatching());
+        assertEquals(List.of(4, 8), db.preferredBatchSizes());
+        assertEquals(100, db.maxQueueDelayMicros());
+        assertTrue(db.preserveOrdering());
+        assertEquals(2, db.priorityLevels());
+        assertEquals(1, db.defaultPriorityLevel());
+        assertEquals(new QueuePolicy(TimeoutAction.DELAY, 5000, true, 32), db.defaultQueuePolicy());
+        assertEquals(Map.of(2, new QueuePolicy(TimeoutAction.REJECT, 1000, false, 8)), db.priorityQueuePolicy());
+        assertEquals(db.defaultQueuePolicy(), db.policyFor(1));
+        assertEquals(16, c.maxBatchSize());
+        assertEquals(new TensorConfig("X", DataType.FP32, List.of(-1L), null, true), c.input("X"));
+        assertEquals(new TensorConfig("S", DataType.BYTES, List.of(1L), List.of(), false), c.input("S"));
+        assertEquals(TensorConfig.of("Y", DataType.BF16, -1, 2), c.output("Y"));
+        assertEquals(List.of(new InstanceGroup("on_gpus", 2, InstanceKind.GPU, List.of(0, 1)),
+                new InstanceGroup("batched_1", 3, InstanceKind.CPU, List.of())), c.instanceGroups());
+        assertEquals(7, c.instanceCount());
+        assertEquals(Map.of("EXECUTION_ENV_PATH", "$$TRITON_MODEL_DIRECTORY/env.tar.gz", "mode", "fast"), c.parameters());
+        assertEquals("model.py", c.defaultModelFilename());
+        assertEquals(new VersionPolicy.All(), c.versionPolicy());
+    }
+
+    @Test
+    void parse_queuePolicyWithoutTimeoutAction_defaultsToReject() {
+        ModelConfig c = ModelConfigParser.parse("""
+                name: "m" backend: "python" max_batch_size: 4
+                dynamic_batching { default_queue_policy { max_queue_size: 3 } }
+                """, "m/config.pbtxt", "m");
+
+        assertEquals(new QueuePolicy(TimeoutAction.REJECT, 0, false, 3), Objects.requireNonNull(c.dynamicBatching()).defaultQueuePolicy());
+    }
+
+    @Test
+    void parse_tritonDefaults_noNameTakesDirectoryNameAndLatestOne() {
+        ModelConfig c = ModelConfigParser.parse("backend: \"python\"", "m/config.pbtxt", "m");
+
+        assertEquals("m", c.name());
+        assertEquals(new VersionPolicy.Latest(1), c.versionPolicy());
+        assertEquals(1, c.instanceCount());
+        assertTrue(c.instanceGroups().isEmpty());
+        assertTrue(c.parameters().isEmpty());
+    }
+
+    @Test
+    void parse_versionPolicies_latestAndSpecific() {
+        assertEquals(new VersionPolicy.Latest(3),
+                ModelConfigParser.parse("backend: \"python\" version_policy: { latest: { num_versions: 3 } }", "m/config.pbtxt", "m")
+                        .versionPolicy());
+        assertEquals(new VersionPolicy.Specific(List.of(1L, 3L)),
+                ModelConfigParser.parse("backend: \"python\" version_policy: { specific: { versions: [ 1, 3 ] } }", "m/config.pbtxt", "m")
+                        .versionPolicy());
+    }
+
+    @Test
+    void parse_syntaxError_namesFileLineAndColumn() {
+        String m = invalid("""
+                name: "m"
+                backend: "python"
+                input [ { name: "a" data_type: TYPE_FP32 dims: [ 1 ]
+                """).getMessage();
+
+        assertTrue(m.startsWith("m/config.pbtxt:4:"), m);
+    }
+
+    @Test
+    void parse_unknownField_namesFileLineAndFieldAndSuggestsKnownFields() {
+        String m = invalid("""
+                name: "m"
+                backend: "python"
+                max_batch_sise: 4
+                """).getMessage();
+
+        assertContains(m, "m/config.pbtxt:3:1: ", "field 'max_batch_sise' is unknown in ModelConfig", "max_batch_size");
+    }
+
+    @Test
+    void parse_unsupportedTritonField_saysNotSupportedByBackplane() {
+        String m = invalid("""
+                name: "m"
+                backend: "python"
+                max_batch_size: 4
+                sequence_batching {
+                  max_sequence_idle_microseconds: 5000000
+                }
+                """).getMessage();
+
+        assertContains(m, "m/config.pbtxt:4:1: ", "field 'sequence_batching' is not supported by Backplane");
+    }
+
+    @Test
+    void parse_unsupportedNestedFields_eachReportedWithPosition() {
+        String m = invalid("""
+                name: "m"
+                backend: "python"
+                input [ { name: "a" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 3 ] } ]
+                model_warmup [ { name: "w" } ]
+                """).getMessage();
+
+        assertContains(m, "m/config.pbtxt:3:42: field 'format' is not supported by Backplane",
+                "m/config.pbtxt:4:1: field 'model_warmup' is not supported by Backplane");
+    }
+
+    @Test
+    void parse_badEnumValue_namesFieldAndListsValidValues() {
+        String m = invalid("""
+                name: "m"
+                backend: "python"
+                input [ { name: "a" data_type: TYPE_FP33 dims: [ 3 ] } ]
+                """).getMessage();
+
+        assertContains(m, "m/config.pbtxt:3:32: ", "field 'data_type'", "TYPE_FP33", "TYPE_FP32", "TYPE_BF16");
+    }
+
+    @Test
+    void parse_wrongTypeOfValue_namesFieldAndValue() {
+        String m = invalid("""
+                name: "m"
+                backend: "python"
+                max_batch_size: "eight"
+                """).getMessage();
+
+        assertContains(m, "m/config.pbtxt:3:17: ", "field 'max_batch_size'", "eight");
+    }
+
+    @Test
+    void parse_singularFieldTwice_rejectedLikeTriton() {
+        String m = invalid("name: \"m\"\nbackend: \"python\"\nbackend: \"onnxruntime\"\n").getMessage();
+
+        assertContains(m, "m/config.pbtxt:3:", "backend");
+    }
+
+    @Test
+    void parse_nameMismatch_namesBothNamesAndLine() {
+        String m = invalid("""
+                backend: "python"
+                name: "other"
+                """).getMessage();
+
+        assertContains(m, "m/config.pbtxt:2:1: ", "field 'name'", "'other'", "'m'");
+    }
+
+    @Test
+    void parse_preferredBatchSizeAboveMax_namesFieldLine() {
+        String m = invalid("""
+                name: "m"
+                backend: "python"
+                max_batch_size: 8
+                dynamic_batching {
+                  preferred_batch_size: [ 4,
+                    16 ]
+                }
+                """).getMessage();
+
+        assertContains(m, "m/config.pbtxt:5:3: ", "field 'dynamic_batching.preferred_batch_size'", "16", "max_batch_size 8");
+    }
+
+    @Test
+    void parse_dynamicBatchingWithoutBatching_rejected() {
+        String m = invalid("name: \"m\"\nbackend: \"python\"\ndynamic_batching { }\n").getMessage();
+
+        assertContains(m, "m/config.pbtxt:3:1: ", "field 'dynamic_batching'", "max_batch_size");
+    }
+
+    @Test
+    void parse_inconsistentPriorityLevels_rejected() {
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\nmax_batch_size: 2\ndynamic_batching { priority_levels: 2 default_priority_level: 3 }\n")
+                .getMessage(), "m/config.pbtxt:4:", "default_priority_level 3");
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\nmax_batch_size: 2\n"
+                + "dynamic_batching { priority_queue_policy { key: 1 value { max_queue_size: 1 } } }\n").getMessage(),
+                "m/config.pbtxt:4:", "priority_levels is 0");
+    }
+
+    @Test
+    void parse_negativeMaxBatchSize_rejected() {
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\nmax_batch_size: -1\n").getMessage(), "m/config.pbtxt:3:1: ",
+                "field 'max_batch_size'", "-1");
+    }
+
+    @Test
+    void parse_missingDataType_rejected() {
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\ninput [ { name: \"a\" dims: [ 1 ] } ]\n").getMessage(),
+                "m/config.pbtxt:3:", "field 'data_type'", "'a'");
+    }
+
+    @Test
+    void parse_emptyDimsAndZeroDim_rejected() {
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\ninput [ { name: \"a\" data_type: TYPE_FP32 } ]\n").getMessage(),
+                "m/config.pbtxt:3:", "field 'input.dims'", "'a'");
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\noutput [ { name: \"a\" data_type: TYPE_FP32 dims: [ 2, 0 ] } ]\n")
+                .getMessage(), "m/config.pbtxt:3:", "field 'output.dims'", "dimension 0");
+    }
+
+    @Test
+    void parse_reshapeWithOtherElementCount_rejected() {
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\ninput [ { name: \"a\" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 3 ] } } ]\n")
+                .getMessage(), "m/config.pbtxt:3:", "input.reshape.shape", "[3]");
+    }
+
+    @Test
+    void parse_duplicateTensorName_rejected() {
+        assertContains(invalid("""
+                name: "m"
+                backend: "python"
+                input [ { name: "a" data_type: TYPE_FP32 dims: [ 1 ] },
+                        { name: "a" data_type: TYPE_FP32 dims: [ 1 ] } ]
+                """).getMessage(), "m/config.pbtxt:4:", "'a' is declared twice");
+    }
+
+    @Test
+    void parse_instanceGroupChecks_countAndGpus() {
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\ninstance_group [ { count: 0 } ]\n").getMessage(),
+                "m/config.pbtxt:3:", "instance_group.count", "count 0");
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\ninstance_group [ { kind: KIND_CPU gpus: [ 0 ] } ]\n").getMessage(),
+                "m/config.pbtxt:3:", "instance_group.gpus", "KIND_GPU");
+    }
+
+    @Test
+    void parse_noBackendOrUnsupportedPlatform_rejected() {
+        assertContains(invalid("name: \"m\"\n").getMessage(), "m/config.pbtxt", "neither a backend nor a platform");
+        assertContains(invalid("name: \"m\"\nplatform: \"pytorch_libtorch\"\n").getMessage(), "m/config.pbtxt:2:1: ", "field 'platform'",
+                "pytorch_libtorch", "not supported by Backplane");
+        assertEquals("python", ModelConfigParser.parse("name: \"m\"\nplatform: \"pytorch_libtorch\"\nbackend: \"python\"", "m/config.pbtxt", "m")
+                .backend());
+    }
+
+    @Test
+    void parse_duplicateParameterKey_rejected() {
+        assertContains(invalid("""
+                name: "m"
+                backend: "python"
+                parameters { key: "k" value { string_value: "1" } }
+                parameters { key: "k" value { string_value: "2" } }
+                """).getMessage(), "m/config.pbtxt:3:", "field 'parameters'", "[k]");
+    }
+
+    @Test
+    void parse_unknownParameterValueKind_rejected() {
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\nparameters { key: \"k\" value { int_value: 1 } }\n").getMessage(),
+                "m/config.pbtxt:3:", "'int_value' is unknown in ModelParameter");
+    }
+
+    @Test
+    void validate_afterAutoComplete_rechecksRecords() {
+        ModelConfig bad = ModelConfig.builder("m").backend("python").maxBatchSize(2)
+                .dynamicBatching(new DynamicBatching(List.of(4), 0, false, 0, 0, QueuePolicy.DEFAULT, Map.of())).build();
+
+        BackplaneException e = assertThrows(BackplaneException.class, () -> ModelConfigValidator.validate(bad, "m (auto-completed)"));
+        assertContains(e.getMessage(), "m (auto-completed): field 'dynamic_batching.preferred_batch_size'", "4");
+    }
+
+    @Test
+    void parse_wrongBoolValue_namesField() {
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\nmodel_transaction_policy { decoupled: yes }\n").getMessage(),
+                "m/config.pbtxt:3:39: ", "field 'decoupled'", "yes");
+    }
+
+    @Test
+    void parse_enumByUnknownNumber_rejectedNotUnrecognized() {
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\ninput [ { name: \"a\" data_type: 99 dims: [ 1 ] } ]\n").getMessage(),
+                "m/config.pbtxt:3:", "field 'data_type'", "99");
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\ninstance_group [ { kind: 7 } ]\n").getMessage(),
+                "m/config.pbtxt:3:", "instance_group.kind", "kind 7");
+    }
+
+    @Test
+    void parse_twoVersionPolicyChoices_rejected() {
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\nversion_policy { latest { num_versions: 1 } all { } }\n").getMessage(),
+                "m/config.pbtxt:3:", "all", "latest");
+    }
+
+    @Test
+    void parse_mixedListAndRepeatedSyntax_positionsFollowElements() {
+        String m = invalid("""
+                name: "m"
+                backend: "python"
+                input [ { name: "a" data_type: TYPE_FP32 dims: [ 1 ] } ]
+                input { name: "b" data_type: TYPE_FP32 dims: [ 1 ] }
+                input [ { name: "c" data_type: TYPE_FP32 dims: [ 1 ] }, { name: "d" data_type: TYPE_FP32 dims: [ 0 ] } ]
+                """).getMessage();
+
+        assertContains(m, "m/config.pbtxt:5:", "'d'", "dimension 0");
+    }
+
+    @Test
+    void parse_hugeUnsignedValue_rejectedNotWrapped() {
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\nmax_batch_size: 4\n"
+                + "dynamic_batching { max_queue_delay_microseconds: 18446744073709551615 }\n").getMessage(),
+                "m/config.pbtxt:4:", "max_queue_delay_microseconds", "18446744073709551615");
+    }
+
+    @Test
+    void parseModelDirectory_notUtf8_invalidArgumentNamingFile(@org.junit.jupiter.api.io.TempDir Path tmp) throws java.io.IOException {
+        Path dir = java.nio.file.Files.createDirectories(tmp.resolve("m"));
+        java.nio.file.Files.write(dir.resolve("config.pbtxt"), new byte[] {'n', 'a', 'm', 'e', ':', ' ', '"', (byte) 0xff, '"'});
+
+        BackplaneException e = assertThrows(BackplaneException.class, () -> ModelConfigParser.parseModelDirectory(dir));
+
+        assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
+        assertContains(e.getMessage(), dir.resolve("config.pbtxt").toString(), "UTF-8");
+    }
+
+    @Test
+    void parseModelDirectory_byteOrderMarkAndCrlf_accepted(@org.junit.jupiter.api.io.TempDir Path tmp) throws java.io.IOException {
+        Path dir = java.nio.file.Files.createDirectories(tmp.resolve("m"));
+        java.nio.file.Files.writeString(dir.resolve("config.pbtxt"), "\uFEFFname: \"m\"\r\nbackend: \"python\"\r\n");
+
+        assertEquals("python", ModelConfigParser.parseModelDirectory(dir).backend());
+    }
+
+    @Test
+    void versionFolders_sameNumberTwice_rejected(@org.junit.jupiter.api.io.TempDir Path tmp) throws java.io.IOException {
+        java.nio.file.Files.createDirectories(tmp.resolve("1"));
+        java.nio.file.Files.createDirectories(tmp.resolve("01"));
+        java.nio.file.Files.createDirectories(tmp.resolve("7"));
+        java.nio.file.Files.createDirectories(tmp.resolve("latest"));
+
+        BackplaneException e = assertThrows(BackplaneException.class, () -> VersionFolders.scan(tmp));
+        assertContains(e.getMessage(), "'1'", "'01'", "version 1");
+        java.nio.file.Files.delete(tmp.resolve("01"));
+        assertEquals(new VersionFolders(List.of(1L, 7L), List.of("latest")), VersionFolders.scan(tmp));
+    }
+}

@@ -1,0 +1,1 @@
+# placeholder model file for repository tests
