@@ -306,7 +306,13 @@ final class InferenceServiceGrpc {
                     send(error(req.getModelName(), req.getId(), e));
                     return;
                 }
-                ModelInferResponse r = ProtoTensors.toResponse(response);
+                ModelInferResponse r;
+                try {
+                    r = ProtoTensors.toResponse(response);
+                } catch (RuntimeException x) {
+                    send(error(req.getModelName(), req.getId(), x));
+                    return;
+                }
                 if (emptyFinal) {
                     r = r.toBuilder().putParameters("triton_final_response", InferParameter.newBuilder().setBoolParam(false).build()).build();
                 }

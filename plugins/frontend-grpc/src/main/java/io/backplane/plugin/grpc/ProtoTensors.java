@@ -203,6 +203,10 @@ final class ProtoTensors {
             b.putParameters(e.getKey(), parameter(e.getValue()));
         }
         for (Tensor t : r.outputs()) {
+            if (t.memoryType() == io.backplane.spi.MemoryType.GPU) {
+                throw BackplaneException.internal("model '" + r.modelName() + "' returned output '" + t.name()
+                        + "' in GPU memory; the grpc frontend needs host tensors (the backend must copy outputs to host memory)");
+            }
             ModelInferResponse.InferOutputTensor.Builder o = b.addOutputsBuilder().setName(t.name()).setDatatype(t.dataType().protocolName());
             for (long d : t.shape()) {
                 o.addShape(d);

@@ -170,6 +170,12 @@ final class InferCodec {
     }
 
     static Encoded encode(InferenceResponse r, Parsed how) {
+        for (Tensor t : r.outputs()) {
+            if (t.memoryType() == io.backplane.spi.MemoryType.GPU) {
+                throw BackplaneException.internal("model '" + r.modelName() + "' returned output '" + t.name()
+                        + "' in GPU memory; the http frontend needs host tensors (the backend must copy outputs to host memory)");
+            }
+        }
         ByteBuf head = Unpooled.buffer(256);
         List<Tensor> binaries = new ArrayList<>();
         try (JsonGenerator g = Json.generator(head)) {

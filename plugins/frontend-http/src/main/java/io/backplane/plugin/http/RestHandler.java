@@ -368,7 +368,13 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         public synchronized void onResponse(InferenceResponse response) {
             start();
             BackplaneException e = response.error();
-            event(e != null ? Responses.errorBody(e.getMessage()) : generateJson(response));
+            ByteBuf body;
+            try {
+                body = e != null ? Responses.errorBody(e.getMessage()) : generateJson(response);
+            } catch (RuntimeException x) {
+                body = Responses.errorBody(String.valueOf(x.getMessage()));
+            }
+            event(body);
         }
 
         @Override
@@ -416,6 +422,10 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
             }
             InferCodec.writeParameters(g, r.parameters());
             for (Tensor t : r.outputs()) {
+                if (t.memoryType() == io.backplane.spi.MemoryType.GPU) {
+                    throw BackplaneException.internal("model '" + r.modelName() + "' returned output '" + t.name()
+                            + "' in GPU memory; the http frontend needs host tensors");
+                }
                 g.writeFieldName(t.name());
                 TensorJson.writeValue(g, t);
             }
