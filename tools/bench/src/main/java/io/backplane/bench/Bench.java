@@ -39,6 +39,28 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+import io.netty.bootstrap.Bootstrap;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.SimpleChannelInboundHandler;
+import io.netty.channel.nio.NioIoHandler;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.channel.socket.nio.NioSocketChannel;
+import io.netty.handler.codec.http.DefaultFullHttpRequest;
+import io.netty.handler.codec.http.FullHttpRequest;
+import io.netty.handler.codec.http.FullHttpResponse;
+import io.netty.handler.codec.http.HttpClientCodec;
+import io.netty.handler.codec.http.HttpHeaderNames;
+import io.netty.handler.codec.http.HttpHeaderValues;
+import io.netty.handler.codec.http.HttpMethod;
+import io.netty.handler.codec.http.HttpObjectAggregator;
+import io.netty.handler.codec.http.HttpVersion;
+import io.netty.util.concurrent.DefaultThreadFactory;
 import org.HdrHistogram.Histogram;
 import org.HdrHistogram.Recorder;
 import org.jspecify.annotations.Nullable;
@@ -262,7 +284,9 @@ public final class Bench {
         }
 
         private ManagedChannel channel() {
-            return Grpc.newChannelBuilder(options.grpc(), InsecureChannelCredentials.create()).maxInboundMessageSize(Integer.MAX_VALUE).build();
+            // Direct executor: responses are handled on the channel's event loop, one thread hop less per request.
+            return Grpc.newChannelBuilder(options.grpc(), InsecureChannelCredentials.create()).maxInboundMessageSize(Integer.MAX_VALUE)
+                    .directExecutor().build();
         }
 
         @Override
@@ -312,20 +336,37 @@ public final class Bench {
         }
     }
 
+    /**
+     * REST over Netty: one keep-alive connection per virtual client, one request in flight per
+     * connection, everything on the client's event loop (no thread hop per request), so the
+     * client adds little to what is measured.
+     */
     private static final class RestDriver implements Driver {
-        private final HttpClient client;
-        private final HttpRequest request;
+        private final EventLoopGroup group = new MultiThreadIoEventLoopGroup(Math.max(1, Runtime.getRuntime().availableProcessors() / 2),
+                new DefaultThreadFactory("bench-rest-client", true), NioIoHandler.newFactory());
+        private final java.util.concurrent.ConcurrentLinkedQueue<Connection> idle = new java.util.concurrent.ConcurrentLinkedQueue<>();
+        private final List<Connection> all = java.util.Collections.synchronizedList(new ArrayList<>());
+        private final String host;
+        private final int port;
+        private final String path;
+        private final byte[] body;
+        private final int headerLength;
 
         RestDriver(BenchOptions o) throws IOException, InterruptedException {
-            client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(10)).build();
-            String base = o.url().endsWith("/") ? o.url().substring(0, o.url().length() - 1) : o.url();
-            String modelPath = base + "/v2/models/" + o.model() + (o.version() > 0 ? "/versions/" + o.version() : "");
-            HttpResponse<String> md = client.send(HttpRequest.newBuilder(URI.create(modelPath)).GET().build(), HttpResponse.BodyHandlers.ofString());
-            if (md.statusCode() != 200) {
-                throw new IllegalStateException("model metadata from " + modelPath + " failed: " + md.statusCode() + " " + md.body());
+            URI base = URI.create(o.url().endsWith("/") ? o.url().substring(0, o.url().length() - 1) : o.url());
+            host = base.getHost();
+            port = base.getPort() > 0 ? base.getPort() : 80;
+            String modelPath = base.getPath() + "/v2/models/" + o.model() + (o.version() > 0 ? "/versions/" + o.version() : "");
+            String md;
+            try (HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(10)).build()) {
+                HttpResponse<String> r = client.send(HttpRequest.newBuilder(base.resolve(modelPath)).GET().build(), HttpResponse.BodyHandlers.ofString());
+                if (r.statusCode() != 200) {
+                    throw new IllegalStateException("model metadata from " + base.resolve(modelPath) + " failed: " + r.statusCode() + " " + r.body());
+                }
+                md = r.body();
             }
             List<ModelMetadata.TensorMetadata> meta = new ArrayList<>();
-            for (JsonNode t : JSON.readTree(md.body()).get("inputs")) {
+            for (JsonNode t : JSON.readTree(md).get("inputs")) {
                 List<Long> shape = new ArrayList<>();
                 t.get("shape").forEach(d -> shape.add(d.asLong()));
                 meta.add(new ModelMetadata.TensorMetadata(t.get("name").asText(), DataType.fromProtocolName(t.get("datatype").asText()), shape));
@@ -343,25 +384,91 @@ public final class Bench {
             }
             header.append("]}");
             byte[] h = header.toString().getBytes(StandardCharsets.UTF_8);
-            byte[] body = Arrays.copyOf(h, h.length + binary.size());
+            headerLength = h.length;
+            body = Arrays.copyOf(h, h.length + binary.size());
             System.arraycopy(binary.toByteArray(), 0, body, h.length, binary.size());
-            request = HttpRequest.newBuilder(URI.create(modelPath + "/infer")).header("Inference-Header-Content-Length", Integer.toString(h.length))
-                    .header("Content-Type", "application/octet-stream").POST(HttpRequest.BodyPublishers.ofByteArray(body)).build();
+            path = modelPath + "/infer";
+        }
+
+        private final class Connection extends SimpleChannelInboundHandler<FullHttpResponse> {
+            volatile @Nullable CompletableFuture<Object> pending;
+            @Nullable Channel channel;
+
+            @Override
+            protected void channelRead0(ChannelHandlerContext ctx, FullHttpResponse r) {
+                CompletableFuture<Object> f = pending;
+                pending = null;
+                idle.add(this);
+                if (f == null) {
+                    return;
+                }
+                if (r.status().code() != 200) {
+                    f.completeExceptionally(new IllegalStateException("HTTP " + r.status() + ": " + r.content().toString(StandardCharsets.UTF_8)));
+                } else {
+                    f.complete(r.status());
+                }
+            }
+
+            @Override
+            public void channelInactive(ChannelHandlerContext ctx) {
+                all.remove(this);
+                idle.remove(this);
+                CompletableFuture<Object> f = pending;
+                if (f != null) {
+                    f.completeExceptionally(new IOException("connection closed by the server"));
+                }
+            }
+
+            @Override
+            public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+                ctx.close();
+            }
+        }
+
+        private Connection connect() {
+            Connection c = new Connection();
+            c.channel = new Bootstrap().group(group).channel(NioSocketChannel.class).option(ChannelOption.TCP_NODELAY, true)
+                    .handler(new ChannelInitializer<SocketChannel>() {
+                        @Override
+                        protected void initChannel(SocketChannel ch) {
+                            ch.pipeline().addLast(new HttpClientCodec(), new HttpObjectAggregator(Integer.MAX_VALUE), c);
+                        }
+                    }).connect(host, port).syncUninterruptibly().channel();
+            all.add(c);
+            return c;
+        }
+
+        @Override
+        public void prepare(int concurrency) {
+            while (all.size() < concurrency) {
+                idle.add(connect());
+            }
         }
 
         @Override
         public CompletableFuture<?> call() {
-            return client.sendAsync(request, HttpResponse.BodyHandlers.ofByteArray()).thenApply(r -> {
-                if (r.statusCode() != 200) {
-                    throw new IllegalStateException("HTTP " + r.statusCode() + ": " + new String(r.body(), StandardCharsets.UTF_8));
-                }
-                return r;
-            });
+            Connection c = idle.poll();
+            if (c == null) {
+                c = connect();
+            }
+            CompletableFuture<Object> f = new CompletableFuture<>();
+            c.pending = f;
+            FullHttpRequest req = new DefaultFullHttpRequest(HttpVersion.HTTP_1_1, HttpMethod.POST, path, Unpooled.wrappedBuffer(body));
+            req.headers().set(HttpHeaderNames.HOST, host).set(HttpHeaderNames.CONTENT_LENGTH, body.length)
+                    .set(HttpHeaderNames.CONTENT_TYPE, HttpHeaderValues.APPLICATION_OCTET_STREAM)
+                    .set("Inference-Header-Content-Length", headerLength);
+            java.util.Objects.requireNonNull(c.channel).writeAndFlush(req);
+            return f;
         }
 
         @Override
         public void close() {
-            client.close();
+            for (Connection c : new ArrayList<>(all)) {
+                if (c.channel != null) {
+                    c.channel.close().syncUninterruptibly();
+                }
+            }
+            group.shutdownGracefully(0, 2, TimeUnit.SECONDS).syncUninterruptibly();
         }
     }
 
