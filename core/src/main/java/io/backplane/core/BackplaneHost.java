@@ -4,6 +4,7 @@ import static java.util.Objects.requireNonNull;
 
 import com.google.inject.Guice;
 import com.google.inject.Stage;
+import io.backplane.core.batch.DynamicBatcherFactory;
 import io.backplane.core.batch.NoneBatcherFactory;
 import io.backplane.core.internal.CoreModule;
 import io.backplane.core.internal.HostOptions;
@@ -487,6 +488,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
             }
             List<BatcherFactory> allBatchers = new ArrayList<>(batchers);
             allBatchers.add(new NoneBatcherFactory());
+            allBatchers.add(new DynamicBatcherFactory());
             ClassLoader loader = classLoader != null ? classLoader : BackplaneHost.class.getClassLoader();
             HostOptions options = new HostOptions(repositories, backendsDirectory, mode, initialModels, pollInterval, unloadTimeout,
                     restartBackoffMin, restartBackoffMax, backendOptions, backends, allBatchers, codeModels, ticker, listeners, loader, callerRuns);

@@ -15,6 +15,7 @@ import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.ReentrantLock;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -115,9 +116,19 @@ final class InstanceSlot {
                 failures = restart(failures);
                 continue;
             }
-            List<ScheduledRequest> raw;
+            ReentrantLock ordered = owner.dispatchLock();
+            List<RequestState> batch;
             try {
-                raw = owner.batcher().nextBatch(owner.maxBatch(), POLL_MILLIS, TimeUnit.MILLISECONDS);
+                if (ordered != null && !ordered.tryLock(POLL_MILLIS, TimeUnit.MILLISECONDS)) {
+                    continue;
+                }
+                try {
+                    batch = owner.guard(owner.batcher().nextBatch(owner.maxBatch(), POLL_MILLIS, TimeUnit.MILLISECONDS), name);
+                } finally {
+                    if (ordered != null) {
+                        ordered.unlock();
+                    }
+                }
             } catch (InterruptedException e) {
                 if (!running) {
                     break;
@@ -128,7 +139,6 @@ final class InstanceSlot {
                 sleepQuietly(10);
                 continue;
             }
-            List<RequestState> batch = owner.guard(raw, name);
             if (batch.isEmpty()) {
                 continue;
             }

@@ -123,7 +123,7 @@ public final class ModelRegistry {
             e.fingerprint = def.fingerprint();
             e.lastError = "";
             for (ModelVersion v : old.values()) {
-                v.unload(host.unloadTimeout());
+                v.unload(host.unloadTimeout(), true); // the new versions serve already: let the old ones finish their queue
             }
         } finally {
             e.loading = false;

@@ -30,6 +30,7 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.ReentrantLock;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -59,6 +60,8 @@ public final class ModelVersion implements ModelContext {
     private final List<InstanceSlot> instances = new ArrayList<>();
     private final int maxBatch;
     private final boolean decoupled;
+    private final @Nullable ResponseOrder order;
+    private final @Nullable ReentrantLock dispatchLock;
     private @Nullable Model model;
     private @Nullable Batcher batcher;
     private volatile String unavailableReason = "";
@@ -76,6 +79,9 @@ public final class ModelVersion implements ModelContext {
         this.host = requireNonNull(host, "host is null");
         this.maxBatch = config.batches() ? config.maxBatchSize() : 1;
         this.decoupled = config.decoupled();
+        boolean ordered = config.dynamicBatching() != null && config.dynamicBatching().preserveOrdering() && !decoupled;
+        this.order = ordered ? new ResponseOrder() : null;
+        this.dispatchLock = ordered ? new ReentrantLock() : null;
         this.executeTimeoutMillis = executeTimeout(config);
     }
 
@@ -204,6 +210,19 @@ public final class ModelVersion implements ModelContext {
 
     int maxBatch() {
         return maxBatch;
+    }
+
+    /** The reorder stage, or null when the model does not preserve ordering (the fast path). */
+    @Nullable ResponseOrder order() {
+        return order;
+    }
+
+    /**
+     * Held by an instance worker around taking and guarding a batch when the model preserves
+     * ordering, so that slots are reserved in the order batches leave the batcher; null otherwise.
+     */
+    @Nullable ReentrantLock dispatchLock() {
+        return dispatchLock;
     }
 
     Batcher batcher() {
@@ -337,6 +356,12 @@ public final class ModelVersion implements ModelContext {
         for (ScheduledRequest s : raw) {
             if (!(s instanceof RequestState r) || r.model() != this) {
                 log.error("the batcher of model '{}' version {} returned {}, which is not a queued request of this model; dropped", name, version, s);
+                if (s instanceof RequestState foreign && foreign.tryWithdraw()) {
+                    // a batcher that hands out another model's request has lost track of it: end it rather than leave its caller waiting
+                    foreign.model().withdrawn(foreign);
+                    foreign.terminate(BackplaneException.internal("the batcher of model '" + name + "' version " + version + " returned "
+                            + foreign.describe() + " in one of its batches; it was not executed"), Outcome.OTHER, "batch-guard-foreign");
+                }
                 continue;
             }
             if (seen != null ? !seen.add(r) : out.contains(r)) {
@@ -352,6 +377,9 @@ public final class ModelVersion implements ModelContext {
             }
             if (!r.tryDispatch(now)) {
                 continue; // cancelled, timed out, or already executed
+            }
+            if (order != null) {
+                order.reserve(r);
             }
             total += r.batchSize();
             out.add(r);
@@ -370,6 +398,14 @@ public final class ModelVersion implements ModelContext {
      * the deadline plus the bounded close steps.
      */
     public void unload(Duration timeout) {
+        unload(timeout, false);
+    }
+
+    /**
+     * Unloads; with {@code drainQueued} (a reload whose new version already serves), queued
+     * requests still run on this version until the deadline instead of failing at once.
+     */
+    public void unload(Duration timeout, boolean drainQueued) {
         ModelState s = state.get();
         if (s != ModelState.READY || !state.compareAndSet(ModelState.READY, ModelState.UNLOADING)) {
             return;
@@ -378,30 +414,13 @@ public final class ModelVersion implements ModelContext {
         log.info("unloading model '{}' version {} ({} open request(s))", name, version, open.size());
         BackplaneException queuedError = BackplaneException.unavailable("model '" + name + "' version " + version
                 + " is unloading; the request was still queued");
-        try {
-            for (ScheduledRequest q : batcher().drain()) {
-                if (q instanceof RequestState r && r.model() == this && r.tryWithdraw()) {
-                    r.terminate(queuedError, Outcome.OTHER, "unload-queued");
-                }
-            }
-        } catch (Throwable t) {
-            log.warn("the batcher of model '{}' failed to drain", name, t);
+        if (!drainQueued) {
+            failQueued(queuedError);
         }
-        for (RequestState r : open.values()) {
-            if (r.phase() == RequestState.QUEUED && r.tryWithdraw()) {
-                r.terminate(queuedError, Outcome.OTHER, "unload-queued");
-            }
-        }
-        synchronized (drained) {
-            long left;
-            while (!open.isEmpty() && (left = deadline - System.nanoTime()) > 0) {
-                try {
-                    TimeUnit.NANOSECONDS.timedWait(drained, left);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    break;
-                }
-            }
+        awaitDrained(deadline);
+        if (drainQueued) {
+            failQueued(queuedError);
+            awaitDrained(deadline);
         }
         if (!open.isEmpty()) {
             List<Long> pinned = open.keySet().stream().sorted().toList();
@@ -432,6 +451,37 @@ public final class ModelVersion implements ModelContext {
         state.set(ModelState.UNAVAILABLE);
         unavailableReason = "unloaded";
         log.info("unloaded model '{}' version {}", name, version);
+    }
+
+    private void failQueued(BackplaneException queuedError) {
+        try {
+            for (ScheduledRequest q : batcher().drain()) {
+                if (q instanceof RequestState r && r.model() == this && r.tryWithdraw()) {
+                    r.terminate(queuedError, Outcome.OTHER, "unload-queued");
+                }
+            }
+        } catch (Throwable t) {
+            log.warn("the batcher of model '{}' failed to drain", name, t);
+        }
+        for (RequestState r : open.values()) {
+            if (r.phase() == RequestState.QUEUED && r.tryWithdraw()) {
+                r.terminate(queuedError, Outcome.OTHER, "unload-queued");
+            }
+        }
+    }
+
+    private void awaitDrained(long deadline) {
+        synchronized (drained) {
+            long left;
+            while (!open.isEmpty() && (left = deadline - System.nanoTime()) > 0) {
+                try {
+                    TimeUnit.NANOSECONDS.timedWait(drained, left);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    break;
+                }
+            }
+        }
     }
 
     @Override

@@ -52,6 +52,10 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
     private final AtomicInteger phase = new AtomicInteger(QUEUED);
     private volatile boolean cancelled;
     private volatile long dispatchNanos;
+    // guarded by the model's ResponseOrder (preserve_ordering only)
+    boolean orderSlotted;
+    boolean orderEnded;
+    @Nullable Runnable orderHeld;
 
     RequestState(long id, InferenceRequest request, ModelVersion model, ResponseSink sink, int batchSize, int priorityLevel, long arrivalNanos) {
         this.id = id;
@@ -154,11 +158,11 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
         BackplaneException e = response == null ? null : response.error();
         if (e != null) {
             model.release(this, e.code() == ErrorCode.CANCELLED ? Outcome.CANCELED : Outcome.BACKEND);
-            deliver(() -> sink.failed(e));
+            deliverFinal(() -> sink.failed(e));
         } else {
             model.release(this, Outcome.SUCCESS);
             InferenceResponse last = response == null ? null : stamp(response);
-            deliver(() -> sink.last(last));
+            deliverFinal(() -> sink.last(last));
         }
     }
 
@@ -191,7 +195,7 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
             return false;
         }
         model.release(this, outcome);
-        deliver(() -> sink.failed(error));
+        deliverFinal(() -> sink.failed(error));
         return true;
     }
 
@@ -248,6 +252,16 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
             }
         }
         return out.stamped(model.name(), model.version(), request.id());
+    }
+
+    /** Delivers the terminal outcome: at once, or through the model's reorder stage (preserve_ordering). */
+    private void deliverFinal(Runnable call) {
+        ResponseOrder order = model.order();
+        if (order == null) {
+            deliver(call);
+        } else {
+            order.deliver(this, () -> deliver(call));
+        }
     }
 
     private void deliver(Runnable call) {

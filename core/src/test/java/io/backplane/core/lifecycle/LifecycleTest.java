@@ -262,6 +262,24 @@ class LifecycleTest {
     }
 
     @Test
+    void reload_requestsQueuedOnTheOldVersionStillSucceed_L9() throws Exception {
+        backend.on("m", (batch, inst) -> {
+            Thread.sleep(20);
+            ScriptedBackend.ECHO.execute(batch, inst);
+        });
+        start(false);
+        List<CompletableFuture<InferenceResponse>> queued = new java.util.ArrayList<>();
+        for (long t = 0; t < 10; t++) {
+            queued.add(host.infer(request("m", t)));
+        }
+        host.load("m"); // reload: the new version loads beside, then the old one drains its queue
+        for (long t = 0; t < 10; t++) {
+            assertEquals(t, tagOf(queued.get((int) t).get(5, TimeUnit.SECONDS)));
+        }
+        assertEquals(3, tagOf(host.infer(request("m", 3)).get(5, TimeUnit.SECONDS)));
+    }
+
+    @Test
     void throwsInCreateInstance_loadFails_andModelIsClosed() {
         backend.failCreateInstance = new IllegalStateException("no device");
         BackplaneHost.Builder b = BackplaneHost.builder().backend(backend).model(model("m", false)).loadModel("m");

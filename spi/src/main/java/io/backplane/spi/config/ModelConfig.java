@@ -29,6 +29,13 @@ public record ModelConfig(String name, String platform, String backend, int maxB
         List<TensorConfig> outputs, List<InstanceGroup> instanceGroups, @Nullable DynamicBatching dynamicBatching,
         VersionPolicy versionPolicy, boolean decoupled, Map<String, String> parameters, String defaultModelFilename) {
 
+    /**
+     * The {@code parameters} keys the host itself reads ({@code batcher}: the batcher's name;
+     * {@code execute_timeout_ms}: the execute watchdog). A backend that rejects parameters it does
+     * not know must accept these.
+     */
+    public static final java.util.Set<String> HOST_PARAMETERS = java.util.Set.of("batcher", "execute_timeout_ms");
+
     public ModelConfig {
         requireNonNull(name, "name is null");
         requireNonNull(platform, "platform is null");

@@ -50,7 +50,6 @@ import org.slf4j.LoggerFactory;
 final class OnnxInstance implements ModelInstance {
     private static final Logger LOG = LoggerFactory.getLogger(OnnxInstance.class);
 
-    private final OnnxModel model;
     private final ModelConfig config;
     private final Layout layout;
     private final String where;
@@ -62,8 +61,7 @@ final class OnnxInstance implements ModelInstance {
     private boolean released;
 
     OnnxInstance(OnnxModel model, String where, OrtSession session) throws OrtException {
-        this.model = requireNonNull(model, "model is null");
-        this.config = model.config();
+        this.config = requireNonNull(model, "model is null").config();
         this.layout = new Layout(config);
         this.where = requireNonNull(where, "where is null");
         this.session = requireNonNull(session, "session is null");
@@ -132,6 +130,18 @@ final class OnnxInstance implements ModelInstance {
             failure = e;
         }
         if (failure == null) {
+            return;
+        }
+        boolean closing;
+        synchronized (lock) {
+            closing = closeRequested;
+        }
+        if (closing) {
+            // close() set ORT's terminate flag: the run was stopped on purpose, not by these requests
+            BackplaneException error = BackplaneException.unavailable(where + " was closed while this request ran");
+            for (Item item : group) {
+                end(item.request, InferenceResponse.error(error));
+            }
             return;
         }
         if (group.size() > 1 && failure instanceof OrtException) {
@@ -215,8 +225,9 @@ final class OnnxInstance implements ModelInstance {
             return OnnxTensor.createTensor(Ort.environment(), strings.toArray(String[]::new), shape);
         }
         ByteBuffer buffer;
-        if (group.size() == 1 && first.data().isNative()) {
-            buffer = first.data().asByteBuffer(); // in place: the request owns it until it is answered
+        MemorySegment only = first.data();
+        if (group.size() == 1 && only.isNative() && only.address() % input.dataType().byteSize() == 0) {
+            buffer = only.asByteBuffer(); // in place: the request owns it until it is answered
         } else {
             long total = 0;
             for (Item item : group) {

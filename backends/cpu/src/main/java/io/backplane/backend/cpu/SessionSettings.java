@@ -42,7 +42,7 @@ record SessionSettings(int intraOpThreads, int interOpThreads, ExecutionMode exe
     static final String CONFIG_PREFIX = "session.";
     static final Set<String> KEYS = Set.of(INTRA_OP, INTER_OP, EXECUTION_MODE, OPTIMIZATION, MEM_ARENA, MEM_PATTERN);
     /** Model parameters the host itself reads (e.g. which batcher to use); not session options. */
-    static final Set<String> HOST_KEYS = Set.of("batcher");
+    static final Set<String> HOST_KEYS = io.backplane.spi.config.ModelConfig.HOST_PARAMETERS;
 
     SessionSettings {
         configEntries = Map.copyOf(configEntries);

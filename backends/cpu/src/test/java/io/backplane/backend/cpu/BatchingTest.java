@@ -126,8 +126,11 @@ class BatchingTest {
                 a.setAtIndex(le, i, i);
                 b.setAtIndex(le, i, 100 * i);
             }
-            InferenceResponse r = m.runOne(TestModels.request("add_sub", Tensor.of("INPUT0", DataType.FP32, new long[] {2, 4}, a),
-                    Tensor.of("INPUT1", DataType.FP32, new long[] {2, 4}, b)));
+            // INPUT0 read-only and in place; INPUT1 misaligned for FP32 (copied first)
+            MemorySegment unaligned = arena.allocate(2 * 4 * 4 + 1, 64).asSlice(1);
+            MemorySegment.copy(b, 0, unaligned, 0, b.byteSize());
+            InferenceResponse r = m.runOne(TestModels.request("add_sub", Tensor.of("INPUT0", DataType.FP32, new long[] {2, 4}, a.asReadOnly()),
+                    Tensor.of("INPUT1", DataType.FP32, new long[] {2, 4}, unaligned)));
             assertFalse(r.isError(), () -> String.valueOf(r.error()));
             float[] sum = r.output("OUTPUT0").toFloatArray();
             for (int i = 0; i < 8; i++) {

@@ -31,6 +31,8 @@ import org.slf4j.LoggerFactory;
  *       options: one tensor of B rows from a float[], run, output copied out;
  *   <li>{@code host}: {@link BackplaneHost#infer} with one request of B rows (repository, queue,
  *       scheduler, sender, backend), waiting for the future;
+ *   <li>{@code host-cr}: the same through a host built with {@code callerRuns(true)}, which runs the
+ *       model on the calling thread when an instance is idle (no thread hand-off);
  *   <li>{@code backend}: B requests of one row each handed to the backend as one batch, as the
  *       dynamic batcher would (validation, concatenation, one ORT run, split per request).
  * </ul>
@@ -76,9 +78,11 @@ public final class CpuBackendBenchmark {
                 Files.writeString(repo.resolve(name).resolve("config.pbtxt"), Files.readString(from.resolve("config.pbtxt"))
                         .replace("dynamic_batching { }\n", "")); // one request of B rows: no batcher needed
             }
-            try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).loadModel("mlp").loadModel("mlp_large").build()) {
-                run(backend, host, env, "mlp", 64, seconds, report);
-                run(backend, host, env, "mlp_large", 512, seconds, report);
+            try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).loadModel("mlp").loadModel("mlp_large").build();
+                    BackplaneHost callerRuns = BackplaneHost.builder().modelRepository(repo).loadModel("mlp").loadModel("mlp_large")
+                            .callerRuns(true).build()) {
+                run(backend, host, callerRuns, env, "mlp", 64, seconds, report);
+                run(backend, host, callerRuns, env, "mlp_large", 512, seconds, report);
             }
         } finally {
             backend.close();
@@ -93,7 +97,7 @@ public final class CpuBackendBenchmark {
                 java.lang.management.ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage(), String.join("\n", report));
     }
 
-    private static void run(Backend backend, BackplaneHost host, OrtEnvironment env, String name, int width, double seconds, List<String> report)
+    private static void run(Backend backend, BackplaneHost host, BackplaneHost callerRuns, OrtEnvironment env, String name, int width, double seconds, List<String> report)
             throws Exception {
         Path dir = TestModels.repository().resolveSibling("bench").resolve(name);
         ModelConfig config = Benchmarks.config(name, width);
@@ -123,6 +127,11 @@ public final class CpuBackendBenchmark {
                 });
                 paths.put("host", () -> {
                     if (host.infer(whole).get(10, TimeUnit.SECONDS).output("OUTPUT0").elementCount() != batch * width) {
+                        throw new IllegalStateException("wrong output size");
+                    }
+                });
+                paths.put("host-cr", () -> {
+                    if (callerRuns.infer(whole).get(10, TimeUnit.SECONDS).output("OUTPUT0").elementCount() != batch * width) {
                         throw new IllegalStateException("wrong output size");
                     }
                 });

@@ -84,6 +84,50 @@ class HostEndToEndTest {
         assertEquals(0, OnnxModel.openSessions(), "host close left sessions open");
     }
 
+    /** Routing under concurrency: many callers, two instances, unique payloads; every caller gets its own sums, exactly once. */
+    @Test
+    void host_manyConcurrentCallers_eachGetsItsOwnResult() throws Exception {
+        Path repo = repository(temp, "add_sub");
+        Path config = repo.resolve("add_sub/config.pbtxt");
+        Files.writeString(config, Files.readString(config).replace("count: 1", "count: 2"));
+        int threads = 8;
+        int perThread = 150;
+        try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).loadModel("add_sub").build()) {
+            java.util.concurrent.CountDownLatch start = new java.util.concurrent.CountDownLatch(1);
+            java.util.concurrent.atomic.AtomicInteger ok = new java.util.concurrent.atomic.AtomicInteger();
+            List<Thread> callers = new java.util.ArrayList<>();
+            java.util.concurrent.ConcurrentLinkedQueue<Throwable> failures = new java.util.concurrent.ConcurrentLinkedQueue<>();
+            for (int t = 0; t < threads; t++) {
+                int caller = t;
+                callers.add(Thread.ofPlatform().name("caller-" + t).start(() -> {
+                    try {
+                        start.await();
+                        for (int i = 0; i < perThread; i++) {
+                            float x = caller * 10_000 + i;
+                            InferenceResponse r = infer(host, addSub(x));
+                            float[] sum = r.output("OUTPUT0").toFloatArray();
+                            float[] diff = r.output("OUTPUT1").toFloatArray();
+                            if (sum[0] != x + 1 || sum[3] != 5 || diff[0] != x - 1) {
+                                throw new AssertionError("caller " + caller + " request " + i + " got " + java.util.Arrays.toString(sum));
+                            }
+                            ok.incrementAndGet();
+                        }
+                    } catch (Throwable e) {
+                        failures.add(e);
+                    }
+                }));
+            }
+            start.countDown();
+            for (Thread c : callers) {
+                c.join(60_000);
+            }
+            assertTrue(failures.isEmpty(), () -> "failures: " + failures);
+            assertEquals(threads * perThread, ok.get());
+            assertEquals(0, host.openRequests());
+        }
+        assertEquals(0, OnnxModel.openSessions());
+    }
+
     @Test
     void host_wrongShape_failsTheFutureWithInvalidArgument() throws Exception {
         Path repo = repository(temp, "add_sub");
@@ -107,6 +151,17 @@ class HostEndToEndTest {
             assertEquals(List.of("INPUT0", "INPUT1"), md.inputs().stream().map(ModelMetadata.TensorMetadata::name).toList());
             assertEquals(DataType.FP32, md.outputs().getFirst().datatype());
             assertEquals(8f, infer(host, addSub(7)).output("OUTPUT0").toFloatArray()[0]);
+        }
+    }
+
+    @Test
+    void host_noConfigAtAll_backendInferredAndTensorsFilled() throws Exception {
+        Path repo = repository(temp, "add_sub");
+        Files.delete(repo.resolve("add_sub/config.pbtxt"));
+        try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).loadModel("add_sub").build()) {
+            ModelMetadata md = host.metadata("add_sub");
+            assertEquals(List.of(-1L, 4L), md.inputs().getFirst().shape(), "max_batch_size 0: the model's own shape");
+            assertEquals(4f, infer(host, addSub(3)).output("OUTPUT0").toFloatArray()[0]);
         }
     }
 

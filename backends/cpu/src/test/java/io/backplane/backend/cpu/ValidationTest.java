@@ -148,7 +148,8 @@ class ValidationTest {
     void load_parametersApplied_modelServes() throws Exception {
         ModelConfig c = TestModels.addSub().toBuilder().parameter("intra_op_thread_count", "1").parameter("inter_op_thread_count", "1")
                 .parameter("execution_mode", "PARALLEL").parameter("graph_optimization_level", "basic")
-                .parameter("enable_mem_arena", "false").parameter("session.intra_op.allow_spinning", "0").build();
+                .parameter("enable_mem_arena", "false").parameter("session.intra_op.allow_spinning", "0")
+                .parameter("batcher", "none").parameter("execute_timeout_ms", "5000").build(); // the last two are the host's
         try (TestModels.Loaded m = TestModels.Loaded.of(backend, c)) {
             assertFalse(m.runOne(TestModels.request("add_sub", floats("INPUT0", 1, 4), floats("INPUT1", 1, 4))).isError());
         }

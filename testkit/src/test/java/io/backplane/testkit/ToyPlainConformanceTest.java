@@ -1,0 +1,23 @@
+package io.backplane.testkit;
+
+import io.backplane.spi.BackendFactory;
+import java.util.EnumSet;
+import java.util.Set;
+
+/** A healthy backend with a plain, batching model passes every applicable check. */
+class ToyPlainConformanceTest extends BackendConformanceTest {
+    @Override
+    protected BackendFactory backend() {
+        return new ToyBackend(Set.of());
+    }
+
+    @Override
+    protected ConformanceModel model() {
+        return ToyBackend.model(ToyBackend.plain());
+    }
+
+    @Override
+    protected Set<Capability> capabilities() {
+        return EnumSet.of(Capability.BATCHING, Capability.DECOUPLED_STREAMING, Capability.CANCELLATION);
+    }
+}
