@@ -17,11 +17,14 @@ slf4j=$(sed -n 's:.*<slf4j.version>\(.*\)</slf4j.version>.*:\1:p' "$root/pom.xml
 rm -rf "$bundle"
 mkdir -p "$bundle/lib" "$bundle/models"
 cd "$root"
-./mvnw -q -B -pl backends/cuda -am package dependency:copy-dependencies -DskipTests \
-  -DincludeScope=runtime -DexcludeArtifactIds=jspecify -DoutputDirectory="$bundle/lib"
-./mvnw -q -B -N dependency:copy -Dartifact="org.slf4j:slf4j-simple:$slf4j" -DoutputDirectory="$bundle/lib"
-cp "$module"/target/backplane-backend-cuda-*.jar "$bundle/lib/"
-rm -f "$bundle"/lib/backplane-spi-*-tests.jar "$bundle"/lib/*-sources.jar
+# The backend's runtime class path is the SPI, slf4j-api and the backend (jspecify is annotations
+# only); core is a test-only dependency and stays out.
+./mvnw -q -B -pl backends/cuda -am package -DskipTests
+cp "$root"/spi/target/backplane-spi-*.jar "$module"/target/backplane-backend-cuda-*.jar "$bundle/lib/"
+rm -f "$bundle"/lib/*-tests.jar "$bundle"/lib/*-sources.jar
+for a in slf4j-api slf4j-simple; do
+  ./mvnw -q -B -N dependency:copy -Dartifact="org.slf4j:$a:$slf4j" -DoutputDirectory="$bundle/lib"
+done
 
 modules=$("$jdk/bin/jdeps" --multi-release 25 --ignore-missing-deps --print-module-deps "$bundle"/lib/*.jar 2>/dev/null | tail -n1)
 echo "make-gpu-bundle: jdeps says the jars need: $modules"

@@ -2,6 +2,7 @@ package io.backplane.backend.cuda;
 
 import io.backplane.spi.Backend;
 import io.backplane.spi.BackplaneException;
+import io.backplane.spi.ErrorCode;
 import io.backplane.spi.ModelContext;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.InstanceKind;
@@ -62,6 +63,10 @@ final class CudaBackend implements Backend {
     public CudaModel loadModel(ModelContext context) throws IOException {
         ModelConfig config = context.config();
         String model = "model '" + context.name() + "' version " + context.version();
+        if (config.decoupled()) {
+            throw new BackplaneException(ErrorCode.UNSUPPORTED, model + " is decoupled, but the cuda backend answers each request"
+                    + " with exactly one response; remove model_transaction_policy { decoupled: true }");
+        }
         LaunchSpec spec = LaunchSpec.from(config);
         checkKinds(config, model);
         ModuleImage image = readModule(context, spec, model);
@@ -95,7 +100,12 @@ final class CudaBackend implements Backend {
         }
     }
 
-    /** The GPU ordinals the config's instance groups place instances on. */
+    /**
+     * The GPU ordinals the config's instance groups place instances on, checked against the
+     * devices the driver sees; the module is loaded on each at model load. A group without
+     * {@code gpus} is placed on GPU 0, as the core places it; an instance the core places
+     * elsewhere gets the module loaded when it is created.
+     */
     private List<Integer> gpus(ModelConfig config, String model) {
         TreeSet<Integer> out = new TreeSet<>();
         if (config.instanceGroups().isEmpty()) {
@@ -103,13 +113,7 @@ final class CudaBackend implements Backend {
         }
         for (InstanceGroup g : config.instanceGroups()) {
             if (g.gpus().isEmpty()) {
-                if (g.kind() == InstanceKind.GPU) {
-                    for (int i = 0; i < status.deviceCount(); i++) {
-                        out.add(i);
-                    }
-                } else {
-                    out.add(0);
-                }
+                out.add(0);
             }
             for (int gpu : g.gpus()) {
                 checkOrdinal(gpu, model + ": instance_group '" + g.name() + "'");

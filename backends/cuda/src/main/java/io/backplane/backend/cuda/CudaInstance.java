@@ -46,6 +46,8 @@ final class CudaInstance implements ModelInstance {
     private final Map<String, DeviceMemoryPool.DeviceBuffer> buffers = new HashMap<>();
     private DeviceMemoryPool.PinnedBuffer staging;
     private final AtomicBoolean closed = new AtomicBoolean();
+    private final Object lifecycle = new Object();
+    private boolean executing; // guarded by lifecycle
     private final AtomicBoolean failed = new AtomicBoolean();
 
     CudaInstance(CudaModel model, InstanceContext context, CudaModel.DeviceModule module) {
@@ -81,9 +83,28 @@ final class CudaInstance implements ModelInstance {
 
     @Override
     public void execute(List<ScheduledRequest> batch) {
-        if (closed.get()) {
-            throw BackplaneException.unavailable(owner + " is closed");
+        synchronized (lifecycle) {
+            if (closed.get()) {
+                throw BackplaneException.unavailable(owner + " is closed");
+            }
+            executing = true;
         }
+        try {
+            executeBatch(batch);
+        } finally {
+            boolean release;
+            synchronized (lifecycle) {
+                executing = false;
+                release = closed.get();
+            }
+            if (release) {
+                LOG.info("{}: the execution abandoned at close returned; freeing its GPU memory now", owner);
+                release();
+            }
+        }
+    }
+
+    private void executeBatch(List<ScheduledRequest> batch) {
         CudaException fault = device.fault();
         if (fault != null || module.generation() != device.generation()) {
             BackplaneException e = BackplaneException.unavailable(owner + ": GPU " + device.ordinal() + " hit "
@@ -347,11 +368,29 @@ final class CudaInstance implements ModelInstance {
         }
     }
 
+    /**
+     * Frees the stream and buffers, or, when an abandoned execution is still running on another
+     * thread (the core closes an instance at the unload deadline), leaves them to that execution
+     * to free when it returns: memory a running copy or kernel may still touch is never freed
+     * under it.
+     */
     @Override
     public void close() {
-        if (!closed.compareAndSet(false, true)) {
-            return;
+        boolean now;
+        synchronized (lifecycle) {
+            if (!closed.compareAndSet(false, true)) {
+                return;
+            }
+            now = !executing;
         }
+        if (now) {
+            release();
+        } else {
+            LOG.warn("{}: closed while a batch still executes; its GPU memory is kept until that execution returns", owner);
+        }
+    }
+
+    private void release() {
         try {
             if (module.generation() == device.generation() && device.fault() == null && !device.isClosed()) {
                 try (DeviceContext.Scope _ = device.enter()) {

@@ -32,6 +32,7 @@ import java.util.ServiceLoader;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -339,11 +340,15 @@ class CudaBackendTest {
     }
 
     @Test
-    void placement_kindGpuWithoutList_usesEveryGpu() throws Exception {
+    void placement_kindGpuWithoutList_loadsOnGpu0_andOnAnotherGpuWhenAnInstanceLandsThere() throws Exception {
         ModelConfig config = Fixtures.sampleConfig().toBuilder().clearInstanceGroups()
                 .instanceGroup(new InstanceGroup("g", 1, InstanceKind.GPU, List.of())).build();
         CudaModel model = backend.loadModel(Standalone.Model.of(Fixtures.SAMPLE, 1, config));
+        assertEquals(1, driver.liveModules(), "the core places a group without gpus on GPU 0");
+        CudaInstance onGpu1 = instance(model, 0, 1);
         assertEquals(2, driver.liveModules());
+        assertEquals(1, driver.retainCount(1));
+        onGpu1.close();
         model.close();
     }
 
@@ -354,6 +359,14 @@ class CudaBackendTest {
         BackplaneException e = assertThrows(BackplaneException.class, () -> backend.loadModel(Standalone.Model.of(Fixtures.SAMPLE, 1, config)));
         assertEquals("model 'saxpy_cuda' version 1: instance_group 'big' asks for GPU 5 but the CUDA driver sees 2 device(s) (0..1);"
                 + " check gpus: [...] and CUDA_VISIBLE_DEVICES", e.getMessage());
+    }
+
+    @Test
+    void load_decoupledModel_isUnsupported() throws Exception {
+        ModelConfig config = Fixtures.sampleConfig().toBuilder().decoupled(true).build();
+        BackplaneException e = assertThrows(BackplaneException.class, () -> backend.loadModel(Standalone.Model.of(Fixtures.SAMPLE, 1, config)));
+        assertEquals(ErrorCode.UNSUPPORTED, e.code());
+        assertTrue(e.getMessage().contains("is decoupled, but the cuda backend answers each request with exactly one response"), e.getMessage());
     }
 
     @Test
@@ -426,6 +439,53 @@ class CudaBackendTest {
         model.close();
     }
 
+    /**
+     * The core may close an instance whose execute it abandoned at the unload deadline while that
+     * execute still runs on its worker thread: the buffers it uses must outlive it.
+     */
+    @Test
+    void close_duringExecute_keepsTheBuffersUntilTheExecutionReturns() throws Exception {
+        CudaModel model = backend.loadModel(Fixtures.sampleModel());
+        CudaInstance instance = instance(model, 0, 0);
+        java.util.concurrent.CountDownLatch inKernel = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+        driver.kernel("saxpy", (d, g, b, args) -> {
+            inKernel.countDown();
+            try {
+                release.await();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            FakeCudaDriver.SAXPY.run(d, g, b, args);
+        });
+        float[] x = floats(64, 1);
+        float[] y = floats(64, 2);
+        Standalone.Request r = saxpyRequest(x, y);
+        ExecutorService worker = Executors.newSingleThreadExecutor();
+        try {
+            Future<?> running = worker.submit(() -> {
+                instance.execute(List.of(r));
+                return null;
+            });
+            assertTrue(inKernel.await(10, TimeUnit.SECONDS));
+            instance.close(); // abandoned: the kernel is still running
+            assertEquals(3, driver.liveDeviceAllocations(), "the running kernel's buffers are not freed under it");
+            assertFalse(instance.isReady());
+            release.countDown();
+            running.get(10, TimeUnit.SECONDS);
+            assertSaxpy(r, x, y);
+            assertEquals(0, driver.liveDeviceAllocations(), "freed when the execution returned");
+            assertEquals(0, driver.livePinned());
+            assertEquals(0, driver.liveStreams());
+        } finally {
+            worker.shutdownNow();
+            assertTrue(worker.awaitTermination(10, TimeUnit.SECONDS));
+        }
+        BackplaneException e = assertThrows(BackplaneException.class, () -> instance.execute(List.of(saxpyRequest(x, y))));
+        assertEquals(ErrorCode.UNAVAILABLE, e.code());
+        model.close();
+    }
+
     @Test
     void execute_fromManyThreads_leavesNoContextCurrent_andEveryResultIsRight() throws Exception {
         CudaModel model = backend.loadModel(Fixtures.sampleModel());
@@ -452,7 +512,7 @@ class CudaBackendTest {
             }
         } finally {
             pool.shutdownNow();
-            assertTrue(pool.awaitTermination(10, java.util.concurrent.TimeUnit.SECONDS));
+            assertTrue(pool.awaitTermination(10, TimeUnit.SECONDS));
         }
         instances.forEach(CudaInstance::close);
         model.close();

@@ -56,9 +56,7 @@ class CudaHostTest {
     @BeforeEach
     void copySample() throws IOException {
         Path model = Files.createDirectories(repository.resolve("saxpy_cuda/1"));
-        // The dynamic batcher is not in the core yet; "batcher: none" keeps this test independent of it.
-        Files.writeString(model.resolveSibling("config.pbtxt"), Files.readString(Fixtures.SAMPLE.resolve("config.pbtxt"))
-                + "parameters { key: \"batcher\" value: { string_value: \"none\" } }\n");
+        Files.copy(Fixtures.SAMPLE.resolve("config.pbtxt"), model.resolveSibling("config.pbtxt")); // with dynamic_batching
         Files.copy(Fixtures.SAMPLE.resolve("1/saxpy.ptx"), model.resolve("saxpy.ptx"));
         driver = Fixtures.fake(1);
     }
@@ -116,6 +114,7 @@ class CudaHostTest {
             for (int i = 0; i < futures.size(); i++) {
                 assertSaxpy(futures.get(i).get(10, TimeUnit.SECONDS), data.get(i)[0], data.get(i)[1]);
             }
+            assertTrue(driver.launches <= 40, "one launch per batch: " + driver.launches);
             assertEquals(1, driver.retainCount(0));
             host.unload("saxpy_cuda");
             assertEquals(0, driver.retainCount(0), "unload released the GPU");

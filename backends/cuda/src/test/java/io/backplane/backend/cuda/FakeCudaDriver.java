@@ -26,7 +26,6 @@ final class FakeCudaDriver implements CudaDriver, AutoCloseable {
 
     private static final long DEVICE_BASE = 0x7f00_0000_0000L;
 
-    private final Arena arena = Arena.ofShared();
     private final int version;
     private final int deviceCount;
     private final long totalMemory;
@@ -35,7 +34,7 @@ final class FakeCudaDriver implements CudaDriver, AutoCloseable {
     private final long[] contexts;
     private final Integer[] sticky;
     private final TreeMap<Long, Allocation> device = new TreeMap<>();
-    private final Map<Long, Integer> pinned = new HashMap<>();
+    private final Map<Long, Allocation> pinned = new HashMap<>();
     private final Map<Long, Integer> streams = new HashMap<>();
     private final Map<Long, Integer> modules = new HashMap<>();
     private final Map<Long, String> functions = new HashMap<>();
@@ -48,7 +47,7 @@ final class FakeCudaDriver implements CudaDriver, AutoCloseable {
     int launches;
     private int leakedAtRelease;
 
-    private record Allocation(int device, MemorySegment memory) {
+    private record Allocation(int device, MemorySegment memory, Arena arena) {
     }
 
     FakeCudaDriver(int version, int deviceCount, long totalMemory) {
@@ -218,11 +217,22 @@ final class FakeCudaDriver implements CudaDriver, AutoCloseable {
             // The driver destroys a primary context at its last release, and everything in it.
             final int d = device;
             leakedAtRelease += (int) this.device.values().stream().filter(a -> a.device == d).count()
-                    + (int) pinned.values().stream().filter(v -> v == d).count();
-            this.device.values().removeIf(a -> a.device == d);
-            pinned.values().removeIf(v -> v == d);
+                    + (int) pinned.values().stream().filter(a -> a.device == d).count();
+            dropAllocations(d);
             streams.values().removeIf(v -> v == d);
             modules.values().removeIf(v -> v == d);
+        }
+    }
+
+    private void dropAllocations(int d) {
+        for (Map<Long, Allocation> m : List.of(device, pinned)) {
+            m.values().removeIf(a -> {
+                if (a.device == d) {
+                    a.arena.close();
+                    return true;
+                }
+                return false;
+            });
         }
     }
 
@@ -235,8 +245,7 @@ final class FakeCudaDriver implements CudaDriver, AutoCloseable {
     public synchronized void primaryContextReset(int d) {
         enter("cuDevicePrimaryCtxReset_v2");
         sticky[d] = null;
-        device.values().removeIf(a -> a.device == d);
-        pinned.values().removeIf(v -> v == d);
+        dropAllocations(d);
         streams.values().removeIf(v -> v == d);
         modules.values().removeIf(v -> v == d);
     }
@@ -292,32 +301,38 @@ final class FakeCudaDriver implements CudaDriver, AutoCloseable {
         }
         long p = nextDevice;
         nextDevice += (bytes + 511) & ~511L;
-        device.put(p, new Allocation(d, arena.allocate(bytes, 256)));
+        Arena a = Arena.ofShared();
+        device.put(p, new Allocation(d, a.allocate(bytes, 256), a));
         return p;
     }
 
     @Override
     public synchronized void memFree(long pointer) {
         contextual("cuMemFree_v2");
-        if (device.remove(pointer) == null) {
+        Allocation a = device.remove(pointer);
+        if (a == null) {
             throw CudaErrors.exception("cuMemFree_v2", 1);
         }
+        a.arena.close();
     }
 
     @Override
     public synchronized MemorySegment memHostAlloc(long bytes) {
         int d = contextual("cuMemHostAlloc");
-        MemorySegment s = arena.allocate(bytes, 4096);
-        pinned.put(s.address(), d);
+        Arena a = Arena.ofShared();
+        MemorySegment s = a.allocate(bytes, 4096);
+        pinned.put(s.address(), new Allocation(d, s, a));
         return s;
     }
 
     @Override
     public synchronized void memFreeHost(MemorySegment segment) {
         contextual("cuMemFreeHost");
-        if (pinned.remove(segment.address()) == null) {
+        Allocation a = pinned.remove(segment.address());
+        if (a == null) {
             throw CudaErrors.exception("cuMemFreeHost", 1);
         }
+        a.arena.close();
     }
 
     @Override
@@ -381,25 +396,35 @@ final class FakeCudaDriver implements CudaDriver, AutoCloseable {
         return functionMaxThreads;
     }
 
+    /** Checks and counts under the driver's lock, then runs the kernel outside it, as a GPU runs beside the host. */
     @Override
-    public synchronized void launchKernel(long function, int gridX, int blockX, long stream, List<KernelArg> args) {
-        contextual("cuLaunchKernel");
-        String name = functions.get(function);
-        if (name == null || !streams.containsKey(stream)) {
-            throw CudaErrors.exception("cuLaunchKernel", 400);
+    public void launchKernel(long function, int gridX, int blockX, long stream, List<KernelArg> args) {
+        Kernel kernel;
+        int d;
+        synchronized (this) {
+            d = contextual("cuLaunchKernel");
+            String name = functions.get(function);
+            if (name == null || !streams.containsKey(stream)) {
+                throw CudaErrors.exception("cuLaunchKernel", 400);
+            }
+            launches++;
+            kernel = kernels.get(name);
         }
-        launches++;
         try {
-            kernels.get(name).run(this, gridX, blockX, args);
+            kernel.run(this, gridX, blockX, args);
         } catch (CudaException e) {
-            sticky[currentDevice("cuLaunchKernel")] = e.result(); // a fault inside the kernel poisons the context
+            synchronized (this) {
+                sticky[d] = e.result(); // a fault inside the kernel poisons the context
+            }
             throw e;
         }
     }
 
     @Override
-    public void close() {
-        arena.close();
+    public synchronized void close() {
+        for (int d = 0; d < deviceCount; d++) {
+            dropAllocations(d);
+        }
     }
 
     /** saxpy as the sample's kernel_args pass it: (count, fp32 a, x, y, out). */

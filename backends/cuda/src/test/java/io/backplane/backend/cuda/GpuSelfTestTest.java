@@ -17,6 +17,27 @@ class GpuSelfTestTest {
         assertEquals(2, status);
     }
 
+    /** The whole self-test flow against the in-memory driver: every check must pass before a GPU ever sees it. */
+    @Test
+    void run_onFakeDriver_everyCheckPasses() throws Exception {
+        try (FakeCudaDriver driver = Fixtures.fake(1)) {
+            int status = newSelfTest().run(new String[] {"--model-dir", Fixtures.SAMPLE.toString(), "--quick"}, Fixtures.usable(driver));
+            assertEquals(0, status);
+            assertEquals(0, driver.retainCount(0), "the self-test released every context it retained");
+            assertEquals(0, driver.liveDeviceAllocations());
+            assertEquals(0, driver.livePinned());
+        }
+    }
+
+    @Test
+    void run_faultTestOnFakeDriver_seesTheFaultAndTheRecovery() throws Exception {
+        try (FakeCudaDriver driver = Fixtures.fake(1)) {
+            int status = newSelfTest().run(new String[] {"--model-dir", Fixtures.SAMPLE.toString(), "--fault-test"}, Fixtures.usable(driver));
+            assertEquals(0, status);
+            assertEquals(0, driver.retainCount(0));
+        }
+    }
+
     @Test
     void run_unknownArgument_isRejected() {
         assertThrows(IllegalArgumentException.class, () -> newSelfTest().run(new String[] {"--gpus", "all"}));

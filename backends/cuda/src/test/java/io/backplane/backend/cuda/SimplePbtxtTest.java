@@ -29,6 +29,21 @@ class SimplePbtxtTest {
     }
 
     @Test
+    void parse_sampleConfig_agreesWithTheCoresParser() {
+        ModelConfig core = io.backplane.core.config.ModelConfigParser.parseModelDirectory(Fixtures.SAMPLE);
+        ModelConfig simple = Fixtures.sampleConfig();
+        assertEquals(core.name(), simple.name());
+        assertEquals(core.backend(), simple.backend());
+        assertEquals(core.maxBatchSize(), simple.maxBatchSize());
+        assertEquals(core.inputs(), simple.inputs());
+        assertEquals(core.outputs(), simple.outputs());
+        assertEquals(core.parameters(), simple.parameters());
+        assertEquals(core.instanceGroups().stream().map(g -> List.of(g.kind(), g.count(), g.gpus())).toList(),
+                simple.instanceGroups().stream().map(g -> List.of(g.kind(), g.count(), g.gpus())).toList());
+        assertEquals(LaunchSpec.from(core), LaunchSpec.from(simple));
+    }
+
+    @Test
     void parse_unbalancedBraces_namesTheLine() {
         var e = assertThrows(BackplaneException.class, () -> SimplePbtxt.parse("name: \"m\"\ninput [ { name: \"X\" ]"));
         assertTrue(e.getMessage().startsWith("config.pbtxt line 2"), e.getMessage());

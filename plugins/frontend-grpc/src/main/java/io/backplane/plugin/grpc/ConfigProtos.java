@@ -1,0 +1,85 @@
+package io.backplane.plugin.grpc;
+
+import io.backplane.plugin.grpc.proto.DataType;
+import io.backplane.plugin.grpc.proto.ModelConfig;
+import io.backplane.plugin.grpc.proto.ModelDynamicBatching;
+import io.backplane.plugin.grpc.proto.ModelInput;
+import io.backplane.plugin.grpc.proto.ModelInstanceGroup;
+import io.backplane.plugin.grpc.proto.ModelOutput;
+import io.backplane.plugin.grpc.proto.ModelParameter;
+import io.backplane.plugin.grpc.proto.ModelQueuePolicy;
+import io.backplane.plugin.grpc.proto.ModelTensorReshape;
+import io.backplane.plugin.grpc.proto.ModelTransactionPolicy;
+import io.backplane.plugin.grpc.proto.ModelVersionPolicy;
+import io.backplane.spi.config.DynamicBatching;
+import io.backplane.spi.config.InstanceGroup;
+import io.backplane.spi.config.QueuePolicy;
+import io.backplane.spi.config.TensorConfig;
+import io.backplane.spi.config.VersionPolicy;
+import java.util.List;
+import java.util.Map;
+
+/** Backplane's model config as the reduced {@code inference.ModelConfig} message. */
+final class ConfigProtos {
+    private ConfigProtos() {
+    }
+
+    static DataType dataType(io.backplane.spi.DataType t) {
+        return DataType.valueOf(t.configName());
+    }
+
+    static ModelConfig toProto(io.backplane.spi.config.ModelConfig c) {
+        ModelConfig.Builder b = ModelConfig.newBuilder().setName(c.name()).setPlatform(c.platform()).setBackend(c.backend())
+                .setMaxBatchSize(c.maxBatchSize()).setDefaultModelFilename(c.defaultModelFilename())
+                .setModelTransactionPolicy(ModelTransactionPolicy.newBuilder().setDecoupled(c.decoupled()));
+        ModelVersionPolicy.Builder vp = ModelVersionPolicy.newBuilder();
+        switch (c.versionPolicy()) {
+            case VersionPolicy.Latest l -> vp.setLatest(ModelVersionPolicy.Latest.newBuilder().setNumVersions(l.numVersions()));
+            case VersionPolicy.All a -> vp.setAll(ModelVersionPolicy.All.getDefaultInstance());
+            case VersionPolicy.Specific s -> vp.setSpecific(ModelVersionPolicy.Specific.newBuilder().addAllVersions(s.versions()));
+        }
+        b.setVersionPolicy(vp);
+        for (TensorConfig t : c.inputs()) {
+            ModelInput.Builder i = ModelInput.newBuilder().setName(t.name()).setDataType(dataType(t.dataType())).addAllDims(t.dims())
+                    .setOptional(t.optional());
+            List<Long> reshape = t.reshape();
+            if (reshape != null) {
+                i.setReshape(ModelTensorReshape.newBuilder().addAllShape(reshape));
+            }
+            b.addInput(i);
+        }
+        for (TensorConfig t : c.outputs()) {
+            ModelOutput.Builder o = ModelOutput.newBuilder().setName(t.name()).setDataType(dataType(t.dataType())).addAllDims(t.dims());
+            List<Long> reshape = t.reshape();
+            if (reshape != null) {
+                o.setReshape(ModelTensorReshape.newBuilder().addAllShape(reshape));
+            }
+            b.addOutput(o);
+        }
+        for (InstanceGroup g : c.instanceGroups()) {
+            b.addInstanceGroup(ModelInstanceGroup.newBuilder().setName(g.name()).setCount(g.count())
+                    .setKind(ModelInstanceGroup.Kind.valueOf("KIND_" + g.kind().name())).addAllGpus(g.gpus()));
+        }
+        DynamicBatching db = c.dynamicBatching();
+        if (db != null) {
+            ModelDynamicBatching.Builder d = ModelDynamicBatching.newBuilder().addAllPreferredBatchSize(db.preferredBatchSizes())
+                    .setMaxQueueDelayMicroseconds(db.maxQueueDelayMicros()).setPreserveOrdering(db.preserveOrdering())
+                    .setPriorityLevels(db.priorityLevels()).setDefaultPriorityLevel(db.defaultPriorityLevel())
+                    .setDefaultQueuePolicy(queue(db.defaultQueuePolicy()));
+            for (Map.Entry<Integer, QueuePolicy> e : db.priorityQueuePolicy().entrySet()) {
+                d.putPriorityQueuePolicy(e.getKey(), queue(e.getValue()));
+            }
+            b.setDynamicBatching(d);
+        }
+        for (Map.Entry<String, String> e : c.parameters().entrySet()) {
+            b.putParameters(e.getKey(), ModelParameter.newBuilder().setStringValue(e.getValue()).build());
+        }
+        return b.build();
+    }
+
+    private static ModelQueuePolicy queue(QueuePolicy p) {
+        return ModelQueuePolicy.newBuilder().setTimeoutAction(ModelQueuePolicy.TimeoutAction.valueOf(p.timeoutAction().name()))
+                .setDefaultTimeoutMicroseconds(p.defaultTimeoutMicros()).setAllowTimeoutOverride(p.allowTimeoutOverride())
+                .setMaxQueueSize(p.maxQueueSize()).build();
+    }
+}

@@ -1,0 +1,126 @@
+package io.backplane.plugin.grpc;
+
+import static java.util.Objects.requireNonNull;
+
+import io.backplane.spi.host.Frontend;
+import io.backplane.spi.host.InferenceService;
+import io.grpc.Server;
+import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
+import io.grpc.netty.shaded.io.netty.channel.EventLoopGroup;
+import io.grpc.netty.shaded.io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.grpc.netty.shaded.io.netty.channel.nio.NioIoHandler;
+import io.grpc.netty.shaded.io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.grpc.netty.shaded.io.netty.util.concurrent.DefaultThreadFactory;
+import java.net.InetSocketAddress;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The gRPC server, on grpc-netty-shaded: gRPC brings its own (shaded) Netty 4.2, so its version never
+ * has to agree exactly with the REST frontend's managed Netty. Threads: {@code backplane-grpc-boss-*},
+ * {@code backplane-grpc-io-*} (calls run here, direct executor, never blocking) and
+ * {@code backplane-grpc-admin-*} (repository load and unload).
+ */
+final class GrpcFrontend implements Frontend {
+    private static final Logger log = LoggerFactory.getLogger(GrpcFrontend.class);
+
+    private enum State { NEW, RUNNING, CLOSED }
+
+    private final InferenceService service;
+    private final GrpcOptions options;
+    private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
+    private @Nullable Server server;
+    private @Nullable EventLoopGroup boss;
+    private @Nullable EventLoopGroup workers;
+    private @Nullable ExecutorService admin;
+    private volatile String endpoint = "";
+
+    GrpcFrontend(InferenceService service, GrpcOptions options) {
+        this.service = requireNonNull(service, "service is null");
+        this.options = requireNonNull(options, "options is null");
+    }
+
+    @Override
+    public void start() throws Exception {
+        if (!state.compareAndSet(State.NEW, State.RUNNING)) {
+            throw new IllegalStateException("grpc frontend already started or closed");
+        }
+        boss = new MultiThreadIoEventLoopGroup(1, new DefaultThreadFactory("backplane-grpc-boss", true), NioIoHandler.newFactory());
+        workers = new MultiThreadIoEventLoopGroup(options.threads(), new DefaultThreadFactory("backplane-grpc-io", true), NioIoHandler.newFactory());
+        AtomicInteger ids = new AtomicInteger();
+        admin = Executors.newCachedThreadPool(r -> {
+            Thread t = new Thread(r, "backplane-grpc-admin-" + ids.incrementAndGet());
+            t.setDaemon(true);
+            return t;
+        });
+        try {
+            server = NettyServerBuilder.forAddress(new InetSocketAddress(options.host(), options.port()))
+                    .bossEventLoopGroup(boss).workerEventLoopGroup(workers).channelType(NioServerSocketChannel.class)
+                    .directExecutor()
+                    .maxInboundMessageSize(options.maxMessageBytes())
+                    .addService(new InferenceServiceGrpc(service, admin).definition())
+                    .build().start();
+        } catch (Exception | Error e) {
+            close();
+            throw e;
+        }
+        endpoint = "grpc://" + options.host() + ":" + requireNonNull(server).getPort();
+        log.info("grpc frontend serving at {} (max message {} bytes, {} event loops)", endpoint, options.maxMessageBytes(), options.threads());
+    }
+
+    @Override
+    public String endpoint() {
+        return endpoint;
+    }
+
+    int port() {
+        Server s = server;
+        return s == null ? -1 : s.getPort();
+    }
+
+    @Override
+    public void close() {
+        if (state.getAndSet(State.CLOSED) == State.CLOSED) {
+            return;
+        }
+        Server s = server;
+        if (s != null) {
+            s.shutdown();
+            try {
+                if (!s.awaitTermination(options.drainMillis(), TimeUnit.MILLISECONDS)) {
+                    log.warn("grpc frontend: calls still open after {} ms; cancelling them", options.drainMillis());
+                    s.shutdownNow();
+                    s.awaitTermination(5, TimeUnit.SECONDS);
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                s.shutdownNow();
+            }
+        }
+        ExecutorService a = admin;
+        if (a != null) {
+            a.shutdownNow();
+        }
+        for (EventLoopGroup g : new EventLoopGroup[] {workers, boss}) {
+            if (g != null) {
+                g.shutdownGracefully(0, 5, TimeUnit.SECONDS).syncUninterruptibly();
+            }
+        }
+        if (a != null) {
+            try {
+                if (!a.awaitTermination(10, TimeUnit.SECONDS)) {
+                    log.warn("grpc frontend: a repository call is still running after close");
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        log.info("grpc frontend at {} closed", endpoint);
+    }
+}

@@ -1,0 +1,26 @@
+package io.backplane.plugin.grpc;
+
+import io.backplane.spi.host.Frontend;
+import io.backplane.spi.host.FrontendContext;
+import io.backplane.spi.host.FrontendFactory;
+
+/**
+ * The {@code grpc} frontend: {@code inference.GRPCInferenceService}. Options (all optional):
+ * {@code host} (default {@code 0.0.0.0}), {@code port} (default 8001, 0 picks a free one),
+ * {@code max_message_bytes} (largest inbound message, default 64 MiB; larger ones fail with
+ * RESOURCE_EXHAUSTED), {@code threads} (event loops, default available processors),
+ * {@code drain_timeout_ms} (how long close waits for open calls, default 5000).
+ */
+public final class GrpcFrontendFactory implements FrontendFactory {
+    public static final String NAME = "grpc";
+
+    @Override
+    public String name() {
+        return NAME;
+    }
+
+    @Override
+    public Frontend create(FrontendContext context) {
+        return new GrpcFrontend(context.service(), GrpcOptions.parse(context.options()));
+    }
+}

@@ -1,0 +1,146 @@
+package io.backplane.plugin.http;
+
+import static java.util.Objects.requireNonNull;
+
+import io.backplane.spi.host.Frontend;
+import io.backplane.spi.host.InferenceService;
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.nio.NioIoHandler;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.handler.codec.http.HttpServerCodec;
+import io.netty.util.concurrent.DefaultThreadFactory;
+import java.net.InetSocketAddress;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The REST server. Threads: {@code backplane-http-boss-*} accepts, {@code backplane-http-io-*}
+ * parse and write, {@code backplane-http-admin-*} run blocking repository calls (load, unload)
+ * off the event loops. Inference never blocks an event loop: the host's future completes the
+ * response from whatever thread ends the request.
+ */
+final class HttpFrontend implements Frontend {
+    private static final Logger log = LoggerFactory.getLogger(HttpFrontend.class);
+
+    private enum State { NEW, RUNNING, CLOSED }
+
+    private final InferenceService service;
+    private final FrontendOptions options;
+    private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
+    private final AtomicInteger inFlight = new AtomicInteger();
+    private @Nullable EventLoopGroup boss;
+    private @Nullable EventLoopGroup workers;
+    private @Nullable ExecutorService admin;
+    private @Nullable Channel serverChannel;
+    private volatile String endpoint = "";
+
+    HttpFrontend(InferenceService service, FrontendOptions options) {
+        this.service = requireNonNull(service, "service is null");
+        this.options = requireNonNull(options, "options is null");
+    }
+
+    @Override
+    public void start() throws Exception {
+        if (!state.compareAndSet(State.NEW, State.RUNNING)) {
+            throw new IllegalStateException("http frontend already started or closed");
+        }
+        boss = new MultiThreadIoEventLoopGroup(1, new DefaultThreadFactory("backplane-http-boss", true), NioIoHandler.newFactory());
+        workers = new MultiThreadIoEventLoopGroup(options.threads(), new DefaultThreadFactory("backplane-http-io", true), NioIoHandler.newFactory());
+        AtomicInteger adminIds = new AtomicInteger();
+        admin = Executors.newCachedThreadPool(r -> {
+            Thread t = new Thread(r, "backplane-http-admin-" + adminIds.incrementAndGet());
+            t.setDaemon(true);
+            return t;
+        });
+        RestHandler handler = new RestHandler(service, admin, inFlight);
+        try {
+            ServerBootstrap b = new ServerBootstrap().group(boss, workers).channel(NioServerSocketChannel.class)
+                    .option(ChannelOption.SO_BACKLOG, 1024)
+                    .childOption(ChannelOption.TCP_NODELAY, true)
+                    .childHandler(new ChannelInitializer<SocketChannel>() {
+                        @Override
+                        protected void initChannel(SocketChannel ch) {
+                            ch.pipeline().addLast("codec", new HttpServerCodec())
+                                    .addLast("aggregator", new LimitedAggregator(options.maxBodyBytes()))
+                                    .addLast("rest", handler);
+                        }
+                    });
+            serverChannel = b.bind(new InetSocketAddress(options.host(), options.port())).sync().channel();
+        } catch (Exception | Error e) {
+            close();
+            throw e;
+        }
+        InetSocketAddress bound = (InetSocketAddress) requireNonNull(serverChannel).localAddress();
+        endpoint = "http://" + options.host() + ":" + bound.getPort();
+        log.info("http frontend serving at {} (max body {} bytes, {} event loops)", endpoint, options.maxBodyBytes(), options.threads());
+    }
+
+    @Override
+    public String endpoint() {
+        return endpoint;
+    }
+
+    /** The bound port, once started. */
+    int port() {
+        Channel c = serverChannel;
+        return c == null ? -1 : ((InetSocketAddress) c.localAddress()).getPort();
+    }
+
+    @Override
+    public void close() {
+        State previous = state.getAndSet(State.CLOSED);
+        if (previous == State.CLOSED) {
+            return;
+        }
+        Channel c = serverChannel;
+        if (c != null) {
+            c.close().syncUninterruptibly();
+        }
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(options.drainMillis());
+        while (inFlight.get() > 0 && System.nanoTime() < deadline) {
+            try {
+                Thread.sleep(5);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
+        }
+        if (inFlight.get() > 0) {
+            log.warn("http frontend closing with {} request(s) still in flight", inFlight.get());
+        }
+        ExecutorService a = admin;
+        if (a != null) {
+            a.shutdownNow();
+        }
+        shutdown(workers);
+        shutdown(boss);
+        if (a != null) {
+            try {
+                if (!a.awaitTermination(10, TimeUnit.SECONDS)) {
+                    log.warn("http frontend: a repository call is still running after close");
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        log.info("http frontend at {} closed", endpoint);
+    }
+
+    private static void shutdown(@Nullable EventLoopGroup group) {
+        if (group != null) {
+            group.shutdownGracefully(0, 5, TimeUnit.SECONDS).syncUninterruptibly();
+        }
+    }
+}

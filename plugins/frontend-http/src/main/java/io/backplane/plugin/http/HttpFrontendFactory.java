@@ -1,0 +1,25 @@
+package io.backplane.plugin.http;
+
+import io.backplane.spi.host.Frontend;
+import io.backplane.spi.host.FrontendContext;
+import io.backplane.spi.host.FrontendFactory;
+
+/**
+ * The {@code http} frontend: the Open Inference Protocol over REST. Options (all optional):
+ * {@code host} (default {@code 0.0.0.0}), {@code port} (default 8000, 0 picks a free one),
+ * {@code max_body_bytes} (default 64 MiB, larger bodies get 413), {@code threads} (event loops,
+ * default available processors), {@code drain_timeout_ms} (default 5000).
+ */
+public final class HttpFrontendFactory implements FrontendFactory {
+    public static final String NAME = "http";
+
+    @Override
+    public String name() {
+        return NAME;
+    }
+
+    @Override
+    public Frontend create(FrontendContext context) {
+        return new HttpFrontend(context.service(), FrontendOptions.parse(context.options()));
+    }
+}

@@ -1,0 +1,386 @@
+package io.backplane.plugin.http;
+
+import com.fasterxml.jackson.core.JsonGenerator;
+import com.fasterxml.jackson.core.JsonParseException;
+import com.fasterxml.jackson.databind.JsonNode;
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.DataType;
+import io.backplane.spi.InferenceRequest;
+import io.backplane.spi.InferenceResponse;
+import io.backplane.spi.Tensor;
+import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.config.TensorConfig;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufInputStream;
+import io.netty.buffer.ByteBufOutputStream;
+import io.netty.buffer.CompositeByteBuf;
+import io.netty.buffer.Unpooled;
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The Open Inference Protocol's JSON inference request and response, with Triton's binary
+ * tensor extension: the body starts with {@code Inference-Header-Content-Length} bytes of JSON,
+ * followed by the raw bytes of every input whose {@code parameters.binary_data_size} is set, in
+ * input order. Outputs requested with {@code parameters.binary_data=true} (or all, with the
+ * request parameter {@code binary_data_output=true}) come back the same way.
+ */
+final class InferCodec {
+    /** Request parameters the frontend consumes rather than forwarding to the model. */
+    private static final java.util.Set<String> RESERVED = java.util.Set.of("binary_data_output", "priority", "timeout", "sequence_id");
+
+    private InferCodec() {
+    }
+
+    /** A parsed request plus how its outputs must be written. */
+    record Parsed(InferenceRequest request, boolean binaryAll, Map<String, Boolean> binaryByOutput) {
+        boolean binary(String output) {
+            Boolean b = binaryByOutput.get(output);
+            return b != null ? b : binaryAll;
+        }
+    }
+
+    static JsonNode readJson(ByteBuf buf) {
+        if (buf.readableBytes() == 0) {
+            throw BackplaneException.invalid("the request body is empty; a JSON object was expected");
+        }
+        try {
+            JsonNode n = Json.MAPPER.readTree(new ByteBufInputStream(buf.duplicate()));
+            if (n == null || n.isMissingNode()) {
+                throw BackplaneException.invalid("the request body is empty; a JSON object was expected");
+            }
+            return n;
+        } catch (JsonParseException e) {
+            throw BackplaneException.invalid("malformed JSON in the request body: " + e.getOriginalMessage()
+                    + " at line " + e.getLocation().getLineNr() + ", column " + e.getLocation().getColumnNr());
+        } catch (IOException e) {
+            throw BackplaneException.invalid("unreadable request body: " + e.getMessage());
+        }
+    }
+
+    /**
+     * Parses an infer request body.
+     *
+     * @param headerLength the {@code Inference-Header-Content-Length} value, or -1 when absent
+     */
+    static Parsed parse(String model, long version, ByteBuf body, int headerLength) {
+        ByteBuf json;
+        ByteBuf binary;
+        if (headerLength >= 0) {
+            if (headerLength > body.readableBytes()) {
+                throw BackplaneException.invalid("Inference-Header-Content-Length " + headerLength + " exceeds the body length "
+                        + body.readableBytes());
+            }
+            json = body.slice(body.readerIndex(), headerLength);
+            binary = body.slice(body.readerIndex() + headerLength, body.readableBytes() - headerLength);
+        } else {
+            json = body;
+            binary = Unpooled.EMPTY_BUFFER;
+        }
+        JsonNode root = readJson(json);
+        if (!root.isObject()) {
+            throw BackplaneException.invalid("the inference request must be a JSON object, not " + root.getNodeType());
+        }
+        InferenceRequest.Builder b = InferenceRequest.builder(model);
+        if (version != InferenceRequest.LATEST) {
+            b.version(version);
+        }
+        JsonNode id = root.get("id");
+        if (id != null && !id.isNull()) {
+            b.id(id.asText());
+        }
+        boolean binaryAll = false;
+        JsonNode params = root.get("parameters");
+        if (params != null && !params.isNull()) {
+            if (!params.isObject()) {
+                throw BackplaneException.invalid("'parameters' must be a JSON object");
+            }
+            for (Map.Entry<String, JsonNode> e : params.properties()) {
+                String k = e.getKey();
+                JsonNode v = e.getValue();
+                switch (k) {
+                    case "binary_data_output" -> binaryAll = bool(v, k);
+                    case "priority" -> b.priority((int) integer(v, k));
+                    case "timeout" -> b.timeoutMicros(integer(v, k));
+                    case "sequence_id" -> b.correlationId(v.asText());
+                    default -> b.parameter(k, scalar(v, "parameter '" + k + "'"));
+                }
+            }
+        }
+        JsonNode inputs = root.get("inputs");
+        if (inputs == null || !inputs.isArray()) {
+            throw BackplaneException.invalid("the inference request needs an 'inputs' array");
+        }
+        int offset = 0;
+        for (JsonNode in : inputs) {
+            String name = text(in, "name", "input");
+            DataType type = DataType.fromProtocolName(text(in, "datatype", "input '" + name + "'"));
+            long[] shape = shape(in.get("shape"), name);
+            JsonNode ip = in.get("parameters");
+            JsonNode size = ip == null ? null : ip.get("binary_data_size");
+            Tensor t;
+            if (size != null) {
+                long n = integer(size, "input '" + name + "' binary_data_size");
+                if (n < 0 || n > binary.readableBytes() - offset) {
+                    throw BackplaneException.invalid("input '" + name + "': binary_data_size " + n + " but only "
+                            + (binary.readableBytes() - offset) + " bytes of binary data remain (truncated payload?)");
+                }
+                byte[] bytes = new byte[(int) n];
+                binary.getBytes(binary.readerIndex() + offset, bytes);
+                offset += (int) n;
+                t = Tensor.of(name, type, shape, MemorySegment.ofArray(bytes));
+            } else {
+                JsonNode data = in.get("data");
+                if (data == null) {
+                    throw BackplaneException.invalid("input '" + name + "' has neither 'data' nor parameters.binary_data_size");
+                }
+                t = TensorJson.toTensor(name, type, shape, TensorJson.flatten(data));
+            }
+            b.input(t);
+        }
+        if (offset != binary.readableBytes()) {
+            throw BackplaneException.invalid("the body has " + (binary.readableBytes() - offset)
+                    + " bytes of binary data that no input's binary_data_size accounts for");
+        }
+        Map<String, Boolean> perOutput = new HashMap<>();
+        JsonNode outputs = root.get("outputs");
+        if (outputs != null && !outputs.isNull()) {
+            if (!outputs.isArray()) {
+                throw BackplaneException.invalid("'outputs' must be a JSON array");
+            }
+            for (JsonNode o : outputs) {
+                String name = text(o, "name", "requested output");
+                b.requestOutput(name);
+                JsonNode op = o.get("parameters");
+                JsonNode bd = op == null ? null : op.get("binary_data");
+                if (bd != null) {
+                    perOutput.put(name, bool(bd, "output '" + name + "' binary_data"));
+                }
+            }
+        }
+        return new Parsed(b.build(), binaryAll, perOutput);
+    }
+
+    /** A written infer response: the body and, when binary outputs follow the JSON, the JSON length. */
+    record Encoded(ByteBuf body, int headerLength) {
+    }
+
+    static Encoded encode(InferenceResponse r, Parsed how) {
+        for (Tensor t : r.outputs()) {
+            if (t.memoryType() == io.backplane.spi.MemoryType.GPU) {
+                throw BackplaneException.internal("model '" + r.modelName() + "' returned output '" + t.name()
+                        + "' in GPU memory; the http frontend needs host tensors (the backend must copy outputs to host memory)");
+            }
+        }
+        ByteBuf head = Unpooled.buffer(256);
+        List<Tensor> binaries = new ArrayList<>();
+        try (JsonGenerator g = Json.generator(head)) {
+            g.writeStartObject();
+            g.writeStringField("model_name", r.modelName());
+            g.writeStringField("model_version", Long.toString(r.modelVersion()));
+            if (!r.requestId().isEmpty()) {
+                g.writeStringField("id", r.requestId());
+            }
+            writeParameters(g, r.parameters());
+            g.writeArrayFieldStart("outputs");
+            for (Tensor t : r.outputs()) {
+                g.writeStartObject();
+                g.writeStringField("name", t.name());
+                g.writeStringField("datatype", t.dataType().protocolName());
+                g.writeArrayFieldStart("shape");
+                for (long d : t.shape()) {
+                    g.writeNumber(d);
+                }
+                g.writeEndArray();
+                if (how.binary(t.name())) {
+                    g.writeObjectFieldStart("parameters");
+                    g.writeNumberField("binary_data_size", t.byteSize());
+                    g.writeEndObject();
+                    binaries.add(t);
+                } else {
+                    g.writeFieldName("data");
+                    TensorJson.writeData(g, t);
+                }
+                g.writeEndObject();
+            }
+            g.writeEndArray();
+            g.writeEndObject();
+        } catch (IOException e) {
+            head.release();
+            throw new java.io.UncheckedIOException(e);
+        }
+        if (binaries.isEmpty()) {
+            return new Encoded(head, -1);
+        }
+        int headerLength = head.readableBytes();
+        CompositeByteBuf all = Unpooled.compositeBuffer(binaries.size() + 1);
+        all.addComponent(true, head);
+        for (Tensor t : binaries) {
+            all.addComponent(true, Unpooled.wrappedBuffer(t.data().asByteBuffer()));
+        }
+        return new Encoded(all, headerLength);
+    }
+
+    static void writeParameters(JsonGenerator g, Map<String, Object> params) throws IOException {
+        if (params.isEmpty()) {
+            return;
+        }
+        g.writeObjectFieldStart("parameters");
+        for (Map.Entry<String, Object> e : params.entrySet()) {
+            g.writeFieldName(e.getKey());
+            switch (e.getValue()) {
+                case String s -> g.writeString(s);
+                case Long l -> g.writeNumber(l);
+                case Boolean bo -> g.writeBoolean(bo);
+                case Double d -> g.writeNumber(d);
+                default -> g.writeString(String.valueOf(e.getValue()));
+            }
+        }
+        g.writeEndObject();
+    }
+
+    /**
+     * Triton's generate extension: every top-level field but {@code parameters} and {@code id} is
+     * an input of the model, given as a JSON scalar or array; its datatype and shape come from
+     * the model's config (a batching model gets a batch dimension of 1).
+     */
+    static InferenceRequest parseGenerate(String model, long version, JsonNode root, ModelConfig config) {
+        if (!root.isObject()) {
+            throw BackplaneException.invalid("the generate request must be a JSON object, not " + root.getNodeType());
+        }
+        InferenceRequest.Builder b = InferenceRequest.builder(model);
+        if (version != InferenceRequest.LATEST) {
+            b.version(version);
+        }
+        for (Map.Entry<String, JsonNode> e : root.properties()) {
+            String k = e.getKey();
+            JsonNode v = e.getValue();
+            if (k.equals("parameters")) {
+                if (!v.isObject()) {
+                    throw BackplaneException.invalid("'parameters' must be a JSON object");
+                }
+                for (Map.Entry<String, JsonNode> p : v.properties()) {
+                    b.parameter(p.getKey(), scalar(p.getValue(), "parameter '" + p.getKey() + "'"));
+                }
+                continue;
+            }
+            if (k.equals("id")) {
+                b.id(v.asText());
+                continue;
+            }
+            TensorConfig tc = config.input(k);
+            if (tc == null) {
+                throw BackplaneException.invalid("generate: '" + k + "' is not an input of model '" + model + "'; its inputs are "
+                        + config.inputs().stream().map(TensorConfig::name).toList());
+            }
+            List<JsonNode> values = TensorJson.flatten(v);
+            long[] shape = generateShape(tc, values.size(), config.batches());
+            b.input(TensorJson.toTensor(k, tc.dataType(), shape, values));
+        }
+        return b.build();
+    }
+
+    private static long[] generateShape(TensorConfig tc, int n, boolean batches) {
+        List<Long> dims = tc.dims();
+        long known = 1;
+        int variable = 0;
+        for (long d : dims) {
+            if (d < 0) {
+                variable++;
+            } else {
+                known *= d;
+            }
+        }
+        long[] shape = new long[dims.size() + (batches ? 1 : 0)];
+        int o = 0;
+        if (batches) {
+            shape[o++] = 1;
+        }
+        for (long d : dims) {
+            if (d >= 0) {
+                shape[o++] = d;
+            } else if (variable == 1 && known > 0 && n % known == 0) {
+                shape[o++] = n / known;
+            } else {
+                shape[o++] = variable == 1 ? -2 : 1;
+            }
+        }
+        long product = 1;
+        for (long d : shape) {
+            product = d < 0 ? -1 : product * d;
+            if (product < 0) {
+                break;
+            }
+        }
+        if (dims.isEmpty() && n == 1 && !batches) {
+            return new long[0];
+        }
+        if (product != n) {
+            throw BackplaneException.invalid("generate: input '" + tc.name() + "' has " + n + " element(s), which do not fit its dims "
+                    + dims);
+        }
+        return shape;
+    }
+
+    private static String text(JsonNode obj, String field, String what) {
+        JsonNode v = obj.get(field);
+        if (v == null || !v.isTextual()) {
+            throw BackplaneException.invalid(what + " needs a string '" + field + "'" + (v == null ? "" : ", not " + v));
+        }
+        return v.textValue();
+    }
+
+    private static long[] shape(JsonNode n, String input) {
+        if (n == null || !n.isArray()) {
+            throw BackplaneException.invalid("input '" + input + "' needs a 'shape' array");
+        }
+        long[] s = new long[n.size()];
+        for (int i = 0; i < s.length; i++) {
+            JsonNode d = n.get(i);
+            if (!d.isIntegralNumber() || d.longValue() < 0) {
+                throw BackplaneException.invalid("input '" + input + "': shape " + n + " has an invalid dimension " + d
+                        + "; dimensions are integers ≥ 0");
+            }
+            s[i] = d.longValue();
+        }
+        return s;
+    }
+
+    private static boolean bool(JsonNode v, String what) {
+        if (!v.isBoolean()) {
+            throw BackplaneException.invalid(what + " must be true or false, not " + v);
+        }
+        return v.booleanValue();
+    }
+
+    private static long integer(JsonNode v, String what) {
+        if (!v.isIntegralNumber() || !v.canConvertToLong()) {
+            throw BackplaneException.invalid(what + " must be an integer, not " + v);
+        }
+        return v.longValue();
+    }
+
+    private static Object scalar(JsonNode v, String what) {
+        if (v.isTextual()) {
+            return v.textValue();
+        }
+        if (v.isBoolean()) {
+            return v.booleanValue();
+        }
+        if (v.isIntegralNumber() && v.canConvertToLong()) {
+            return v.longValue();
+        }
+        if (v.isNumber()) {
+            return v.doubleValue();
+        }
+        throw BackplaneException.invalid(what + " must be a string, number or boolean, not " + v);
+    }
+
+    static boolean reserved(String parameter) {
+        return RESERVED.contains(parameter);
+    }
+}

@@ -1,0 +1,625 @@
+package io.backplane.plugin.http;
+
+import com.fasterxml.jackson.core.JsonGenerator;
+import com.fasterxml.jackson.databind.JsonNode;
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.ErrorCode;
+import io.backplane.spi.InferenceRequest;
+import io.backplane.spi.InferenceResponse;
+import io.backplane.spi.Tensor;
+import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.host.InferenceService;
+import io.backplane.spi.host.ModelMetadata;
+import io.backplane.spi.host.ModelState;
+import io.backplane.spi.host.ModelStatus;
+import io.backplane.spi.host.RequestHandle;
+import io.backplane.spi.host.ResponseObserver;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufOutputStream;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelHandler;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.SimpleChannelInboundHandler;
+import io.netty.handler.codec.http.DefaultHttpContent;
+import io.netty.handler.codec.http.DefaultHttpResponse;
+import io.netty.handler.codec.http.FullHttpRequest;
+import io.netty.handler.codec.http.FullHttpResponse;
+import io.netty.handler.codec.http.HttpHeaderNames;
+import io.netty.handler.codec.http.HttpHeaderValues;
+import io.netty.handler.codec.http.HttpMethod;
+import io.netty.handler.codec.http.HttpResponse;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import io.netty.handler.codec.http.HttpUtil;
+import io.netty.handler.codec.http.HttpVersion;
+import io.netty.handler.codec.http.LastHttpContent;
+import io.netty.handler.codec.http.QueryStringDecoder;
+import io.netty.util.AsciiString;
+import io.netty.util.concurrent.GenericFutureListener;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Routes Open Inference Protocol requests to the {@link InferenceService}. Shared by every
+ * connection; all state is per request. Every request gets exactly one reply (a full response,
+ * or one event stream), counted in {@code inFlight} until it is written.
+ */
+@ChannelHandler.Sharable
+final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
+    private static final Logger log = LoggerFactory.getLogger(RestHandler.class);
+    static final AsciiString HEADER_LENGTH = AsciiString.cached("Inference-Header-Content-Length");
+    static final List<String> EXTENSIONS = List.of("binary_tensor_data", "model_repository", "model_configuration", "parameters", "generate");
+
+    private final InferenceService service;
+    private final ExecutorService admin;
+    private final AtomicInteger inFlight;
+
+    RestHandler(InferenceService service, ExecutorService admin, AtomicInteger inFlight) {
+        this.service = service;
+        this.admin = admin;
+        this.inFlight = inFlight;
+    }
+
+    /** One request's single reply. */
+    private final class Reply {
+        final ChannelHandlerContext ctx;
+        final boolean keepAlive;
+        private final AtomicBoolean done = new AtomicBoolean();
+
+        Reply(ChannelHandlerContext ctx, boolean keepAlive) {
+            this.ctx = ctx;
+            this.keepAlive = keepAlive;
+            inFlight.incrementAndGet();
+        }
+
+        void send(FullHttpResponse response) {
+            if (!done.compareAndSet(false, true)) {
+                response.release();
+                log.debug("second reply to one HTTP request dropped");
+                return;
+            }
+            ChannelFuture f = ctx.writeAndFlush(response);
+            if (!keepAlive) {
+                f.addListener(ChannelFutureListener.CLOSE);
+            }
+            inFlight.decrementAndGet();
+        }
+
+        void fail(Throwable t) {
+            send(errorResponse(t, keepAlive));
+        }
+
+        /** Marks the reply done without a full response (an event stream ended). */
+        boolean finishStream() {
+            if (done.compareAndSet(false, true)) {
+                inFlight.decrementAndGet();
+                return true;
+            }
+            return false;
+        }
+    }
+
+    @Override
+    protected void channelRead0(ChannelHandlerContext ctx, FullHttpRequest req) {
+        boolean keepAlive = HttpUtil.isKeepAlive(req);
+        Reply reply = new Reply(ctx, keepAlive);
+        if (!req.decoderResult().isSuccess()) {
+            reply.send(Responses.error(HttpResponseStatus.BAD_REQUEST, "malformed HTTP request: " + req.decoderResult().cause(), false));
+            return;
+        }
+        try {
+            route(req, reply);
+        } catch (Throwable t) {
+            reply.fail(t);
+        }
+    }
+
+    @Override
+    public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+        log.debug("http connection {} failed: {}", ctx.channel().remoteAddress(), cause.toString());
+        ctx.close();
+    }
+
+    private void route(FullHttpRequest req, Reply reply) {
+        String uri = req.uri();
+        int q = uri.indexOf('?');
+        String path = q < 0 ? uri : uri.substring(0, q);
+        List<String> seg = new ArrayList<>(8);
+        for (String s : path.split("/")) {
+            if (!s.isEmpty()) {
+                seg.add(QueryStringDecoder.decodeComponent(s));
+            }
+        }
+        HttpMethod m = req.method();
+        int n = seg.size();
+        if (n == 0 || !seg.get(0).equals("v2")) {
+            throw notFound(path);
+        }
+        if (n == 1) {
+            requireMethod(m, HttpMethod.GET, path);
+            reply.send(Responses.json(HttpResponseStatus.OK, serverMetadata(), reply.keepAlive));
+            return;
+        }
+        switch (seg.get(1)) {
+            case "health" -> {
+                if (n != 3 || !(seg.get(2).equals("live") || seg.get(2).equals("ready"))) {
+                    throw notFound(path);
+                }
+                requireMethod(m, HttpMethod.GET, path);
+                boolean ok = seg.get(2).equals("live") ? service.isLive() : service.isReady();
+                reply.send(Responses.empty(ok ? HttpResponseStatus.OK : HttpResponseStatus.SERVICE_UNAVAILABLE, reply.keepAlive));
+            }
+            case "repository" -> repository(req, seg, path, reply);
+            case "models" -> model(req, seg, path, reply);
+            default -> throw notFound(path);
+        }
+    }
+
+    private void model(FullHttpRequest req, List<String> seg, String path, Reply reply) {
+        int n = seg.size();
+        if (n < 3) {
+            throw notFound(path);
+        }
+        String model = seg.get(2);
+        long version = InferenceRequest.LATEST;
+        int i = 3;
+        if (n >= 5 && seg.get(3).equals("versions")) {
+            version = parseVersion(seg.get(4));
+            i = 5;
+        }
+        String action = i == n ? "" : i == n - 1 ? seg.get(i) : null;
+        if (action == null) {
+            throw notFound(path);
+        }
+        HttpMethod m = req.method();
+        switch (action) {
+            case "" -> {
+                requireMethod(m, HttpMethod.GET, path);
+                reply.send(Responses.json(HttpResponseStatus.OK, modelMetadata(service.metadata(model, version)), reply.keepAlive));
+            }
+            case "ready" -> {
+                requireMethod(m, HttpMethod.GET, path);
+                if (service.isModelReady(model, version)) {
+                    reply.send(Responses.empty(HttpResponseStatus.OK, reply.keepAlive));
+                } else if (service.repositoryIndex().stream().noneMatch(s -> s.name().equals(model))) {
+                    throw BackplaneException.notFound("unknown model '" + model + "'");
+                } else {
+                    throw BackplaneException.unavailable("model '" + model + "'" + (version == InferenceRequest.LATEST ? "" : " version " + version)
+                            + " is not ready");
+                }
+            }
+            case "config" -> {
+                requireMethod(m, HttpMethod.GET, path);
+                reply.send(Responses.json(HttpResponseStatus.OK, ConfigJson.write(service.modelConfig(model, version)), reply.keepAlive));
+            }
+            case "infer" -> {
+                requireMethod(m, HttpMethod.POST, path);
+                infer(req, model, version, reply);
+            }
+            case "generate", "generate_stream" -> {
+                requireMethod(m, HttpMethod.POST, path);
+                generate(req, model, version, action.equals("generate_stream"), reply);
+            }
+            default -> throw notFound(path);
+        }
+    }
+
+    private void infer(FullHttpRequest req, String model, long version, Reply reply) {
+        String h = req.headers().get(HEADER_LENGTH);
+        int headerLength = -1;
+        if (h != null) {
+            try {
+                headerLength = Integer.parseInt(h.trim());
+            } catch (NumberFormatException e) {
+                throw BackplaneException.invalid("Inference-Header-Content-Length '" + h + "' is not an integer");
+            }
+            if (headerLength < 0) {
+                throw BackplaneException.invalid("Inference-Header-Content-Length " + headerLength + " is negative");
+            }
+        }
+        InferCodec.Parsed parsed = InferCodec.parse(model, version, req.content(), headerLength);
+        CompletableFuture<InferenceResponse> f = service.infer(parsed.request());
+        GenericFutureListener<ChannelFuture> onClose = cf -> f.cancel(false);
+        ChannelFuture closeFuture = reply.ctx.channel().closeFuture();
+        if (!f.isDone()) {
+            closeFuture.addListener(onClose);
+        }
+        f.whenComplete((r, e) -> {
+            closeFuture.removeListener(onClose);
+            if (e != null) {
+                reply.fail(e);
+                return;
+            }
+            try {
+                if (r.error() != null) {
+                    reply.fail(r.error());
+                    return;
+                }
+                InferCodec.Encoded enc = InferCodec.encode(r, parsed);
+                FullHttpResponse resp;
+                if (enc.headerLength() >= 0) {
+                    resp = Responses.full(HttpResponseStatus.OK, enc.body(), HttpHeaderValues.APPLICATION_OCTET_STREAM, reply.keepAlive);
+                    resp.headers().set(HEADER_LENGTH, enc.headerLength());
+                } else {
+                    resp = Responses.json(HttpResponseStatus.OK, enc.body(), reply.keepAlive);
+                }
+                reply.send(resp);
+            } catch (Throwable t) {
+                reply.fail(t);
+            }
+        });
+    }
+
+    private void generate(FullHttpRequest req, String model, long version, boolean stream, Reply reply) {
+        JsonNode root = InferCodec.readJson(req.content());
+        ModelConfig config = service.modelConfig(model, version);
+        InferenceRequest request = InferCodec.parseGenerate(model, version, root, config);
+        ResponseObserver observer = stream ? new SseObserver(reply) : new CollectingObserver(reply);
+        RequestHandle handle = service.stream(request, observer);
+        if (!handle.isDone()) {
+            ChannelFuture closeFuture = reply.ctx.channel().closeFuture();
+            GenericFutureListener<ChannelFuture> onClose = cf -> handle.cancel();
+            closeFuture.addListener(onClose);
+            if (observer instanceof SseObserver sse) {
+                sse.onEnd = () -> closeFuture.removeListener(onClose);
+            } else {
+                ((CollectingObserver) observer).onEnd = () -> closeFuture.removeListener(onClose);
+            }
+            if (handle.isDone()) {
+                closeFuture.removeListener(onClose);
+            }
+        }
+    }
+
+    /** /generate: exactly one response expected. */
+    private final class CollectingObserver implements ResponseObserver {
+        private final Reply reply;
+        private final List<InferenceResponse> responses = new ArrayList<>(1);
+        volatile @Nullable Runnable onEnd;
+
+        CollectingObserver(Reply reply) {
+            this.reply = reply;
+        }
+
+        @Override
+        public void onResponse(InferenceResponse response) {
+            responses.add(response);
+        }
+
+        @Override
+        public void onComplete() {
+            end();
+            List<InferenceResponse> ok = responses.stream().filter(r -> !r.isError()).toList();
+            InferenceResponse firstError = responses.stream().filter(InferenceResponse::isError).findFirst().orElse(null);
+            if (firstError != null) {
+                reply.fail(java.util.Objects.requireNonNull(firstError.error()));
+            } else if (ok.size() != 1) {
+                reply.fail(BackplaneException.invalid("the model sent " + ok.size() + " responses; /generate expects exactly one, use /generate_stream"));
+            } else {
+                try {
+                    reply.send(Responses.json(HttpResponseStatus.OK, generateJson(ok.get(0)), reply.keepAlive));
+                } catch (Throwable t) {
+                    reply.fail(t);
+                }
+            }
+        }
+
+        @Override
+        public void onError(BackplaneException error) {
+            end();
+            reply.fail(error);
+        }
+
+        private void end() {
+            Runnable r = onEnd;
+            if (r != null) {
+                r.run();
+            }
+        }
+    }
+
+    /** /generate_stream: each response as one server-sent event {@code data: {...}}. */
+    private final class SseObserver implements ResponseObserver {
+        private final Reply reply;
+        private boolean started;
+        volatile @Nullable Runnable onEnd;
+
+        SseObserver(Reply reply) {
+            this.reply = reply;
+        }
+
+        private void start() {
+            if (!started) {
+                started = true;
+                HttpResponse head = new DefaultHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.OK);
+                head.headers().set(HttpHeaderNames.CONTENT_TYPE, "text/event-stream");
+                head.headers().set(HttpHeaderNames.CACHE_CONTROL, HttpHeaderValues.NO_CACHE);
+                HttpUtil.setTransferEncodingChunked(head, true);
+                if (!reply.keepAlive) {
+                    head.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
+                }
+                reply.ctx.write(head);
+            }
+        }
+
+        private void event(ByteBuf json) {
+            ByteBuf ev = Unpooled.buffer(json.readableBytes() + 8);
+            ev.writeBytes("data: ".getBytes(StandardCharsets.US_ASCII));
+            ev.writeBytes(json);
+            json.release();
+            ev.writeBytes("\n\n".getBytes(StandardCharsets.US_ASCII));
+            reply.ctx.writeAndFlush(new DefaultHttpContent(ev));
+        }
+
+        @Override
+        public synchronized void onResponse(InferenceResponse response) {
+            start();
+            BackplaneException e = response.error();
+            ByteBuf body;
+            try {
+                body = e != null ? Responses.errorBody(e.getMessage()) : generateJson(response);
+            } catch (RuntimeException x) {
+                body = Responses.errorBody(String.valueOf(x.getMessage()));
+            }
+            event(body);
+        }
+
+        @Override
+        public synchronized void onComplete() {
+            start();
+            finish();
+        }
+
+        @Override
+        public synchronized void onError(BackplaneException error) {
+            if (!started) {
+                end();
+                reply.fail(error);
+                return;
+            }
+            event(Responses.errorBody(error.getMessage()));
+            finish();
+        }
+
+        private void finish() {
+            end();
+            ChannelFuture f = reply.ctx.writeAndFlush(LastHttpContent.EMPTY_LAST_CONTENT);
+            if (!reply.keepAlive) {
+                f.addListener(ChannelFutureListener.CLOSE);
+            }
+            reply.finishStream();
+        }
+
+        private void end() {
+            Runnable r = onEnd;
+            if (r != null) {
+                r.run();
+            }
+        }
+    }
+
+    private static ByteBuf generateJson(InferenceResponse r) {
+        ByteBuf buf = Unpooled.buffer(128);
+        try (JsonGenerator g = Json.generator(buf)) {
+            g.writeStartObject();
+            g.writeStringField("model_name", r.modelName());
+            g.writeStringField("model_version", Long.toString(r.modelVersion()));
+            if (!r.requestId().isEmpty()) {
+                g.writeStringField("id", r.requestId());
+            }
+            InferCodec.writeParameters(g, r.parameters());
+            for (Tensor t : r.outputs()) {
+                if (t.memoryType() == io.backplane.spi.MemoryType.GPU) {
+                    throw BackplaneException.internal("model '" + r.modelName() + "' returned output '" + t.name()
+                            + "' in GPU memory; the http frontend needs host tensors");
+                }
+                g.writeFieldName(t.name());
+                TensorJson.writeValue(g, t);
+            }
+            g.writeEndObject();
+        } catch (IOException e) {
+            buf.release();
+            throw new UncheckedIOException(e);
+        }
+        return buf;
+    }
+
+    private void repository(FullHttpRequest req, List<String> seg, String path, Reply reply) {
+        int n = seg.size();
+        requireMethod(req.method(), HttpMethod.POST, path);
+        if (n == 3 && seg.get(2).equals("index")) {
+            boolean readyOnly = false;
+            if (req.content().readableBytes() > 0) {
+                JsonNode root = InferCodec.readJson(req.content());
+                JsonNode r = root.get("ready");
+                if (r != null && !r.isBoolean()) {
+                    throw BackplaneException.invalid("'ready' must be true or false, not " + r);
+                }
+                readyOnly = r != null && r.booleanValue();
+            }
+            reply.send(Responses.json(HttpResponseStatus.OK, index(service.repositoryIndex(), readyOnly), reply.keepAlive));
+            return;
+        }
+        if (n == 5 && seg.get(2).equals("models") && (seg.get(4).equals("load") || seg.get(4).equals("unload"))) {
+            String model = seg.get(3);
+            boolean load = seg.get(4).equals("load");
+            if (req.content().readableBytes() > 0) {
+                JsonNode root = InferCodec.readJson(req.content());
+                JsonNode p = root.get("parameters");
+                if (p != null && p.size() > 0) {
+                    throw new BackplaneException(ErrorCode.UNSUPPORTED, "repository " + seg.get(4) + " parameters " + p
+                            + " are not supported; load models from the repository as they are");
+                }
+            }
+            if (!service.modelControlEnabled()) {
+                throw new BackplaneException(ErrorCode.UNSUPPORTED, "cannot " + seg.get(4) + " model '" + model
+                        + "': the server does not run in explicit model control mode");
+            }
+            try {
+                admin.execute(() -> {
+                    try {
+                        if (load) {
+                            service.load(model);
+                        } else {
+                            service.unload(model);
+                        }
+                        reply.send(Responses.empty(HttpResponseStatus.OK, reply.keepAlive));
+                    } catch (Throwable t) {
+                        reply.fail(t);
+                    }
+                });
+            } catch (RejectedExecutionException e) {
+                throw BackplaneException.unavailable("the http frontend is shutting down");
+            }
+            return;
+        }
+        throw notFound(path);
+    }
+
+    private ByteBuf serverMetadata() {
+        return write(g -> {
+            g.writeStartObject();
+            g.writeStringField("name", "backplane");
+            g.writeStringField("version", service.version());
+            g.writeArrayFieldStart("extensions");
+            for (String e : EXTENSIONS) {
+                g.writeString(e);
+            }
+            g.writeEndArray();
+            g.writeEndObject();
+        });
+    }
+
+    private static ByteBuf modelMetadata(ModelMetadata md) {
+        return write(g -> {
+            g.writeStartObject();
+            g.writeStringField("name", md.name());
+            g.writeArrayFieldStart("versions");
+            for (long v : md.versions()) {
+                g.writeString(Long.toString(v));
+            }
+            g.writeEndArray();
+            g.writeStringField("platform", md.platform().isEmpty() ? md.backend() : md.platform());
+            tensors(g, "inputs", md.inputs());
+            tensors(g, "outputs", md.outputs());
+            g.writeEndObject();
+        });
+    }
+
+    private static void tensors(JsonGenerator g, String field, List<ModelMetadata.TensorMetadata> ts) throws IOException {
+        g.writeArrayFieldStart(field);
+        for (ModelMetadata.TensorMetadata t : ts) {
+            g.writeStartObject();
+            g.writeStringField("name", t.name());
+            g.writeStringField("datatype", t.datatype().protocolName());
+            g.writeArrayFieldStart("shape");
+            for (long d : t.shape()) {
+                g.writeNumber(d);
+            }
+            g.writeEndArray();
+            g.writeEndObject();
+        }
+        g.writeEndArray();
+    }
+
+    private static ByteBuf index(List<ModelStatus> index, boolean readyOnly) {
+        return write(g -> {
+            g.writeStartArray();
+            for (ModelStatus s : index) {
+                if (readyOnly && s.state() != ModelState.READY) {
+                    continue;
+                }
+                g.writeStartObject();
+                g.writeStringField("name", s.name());
+                if (s.version() > 0) {
+                    g.writeStringField("version", Long.toString(s.version()));
+                }
+                g.writeStringField("state", s.state().name());
+                g.writeStringField("reason", s.reason() == null ? "" : s.reason());
+                g.writeEndObject();
+            }
+            g.writeEndArray();
+        });
+    }
+
+    @FunctionalInterface
+    interface JsonWriter {
+        void write(JsonGenerator g) throws IOException;
+    }
+
+    static ByteBuf write(JsonWriter w) {
+        ByteBuf buf = Unpooled.buffer(256);
+        try (JsonGenerator g = Json.generator(buf)) {
+            w.write(g);
+        } catch (IOException e) {
+            buf.release();
+            throw new UncheckedIOException(e);
+        }
+        return buf;
+    }
+
+    private static long parseVersion(String s) {
+        try {
+            long v = Long.parseLong(s);
+            if (v >= 1) {
+                return v;
+            }
+        } catch (NumberFormatException e) {
+            // fall through to the error below
+        }
+        throw BackplaneException.invalid("model version '" + s + "' is invalid: versions are integers ≥ 1");
+    }
+
+    private static void requireMethod(HttpMethod actual, HttpMethod expected, String path) {
+        if (!actual.equals(expected)) {
+            throw new MethodNotAllowed(path + " accepts " + expected + ", not " + actual);
+        }
+    }
+
+    private static BackplaneException notFound(String path) {
+        return BackplaneException.notFound("no endpoint at '" + path + "'; see /v2, /v2/health/{live,ready}, /v2/models/{model}[/versions/{v}][/ready|/config|/infer|/generate|/generate_stream], /v2/repository/...");
+    }
+
+    private static final class MethodNotAllowed extends RuntimeException {
+        @java.io.Serial
+        private static final long serialVersionUID = 1L;
+
+        MethodNotAllowed(String message) {
+            super(message);
+        }
+    }
+
+    static FullHttpResponse errorResponse(Throwable t, boolean keepAlive) {
+        Throwable e = t;
+        while (e instanceof CompletionException && e.getCause() != null) {
+            e = e.getCause();
+        }
+        if (e instanceof java.util.concurrent.CancellationException) {
+            return Responses.error(HttpResponseStatus.valueOf(ErrorCode.CANCELLED.httpStatus()), "the request was cancelled", keepAlive);
+        }
+        if (e instanceof MethodNotAllowed m) {
+            return Responses.error(HttpResponseStatus.METHOD_NOT_ALLOWED, String.valueOf(m.getMessage()), keepAlive);
+        }
+        if (e instanceof BackplaneException b) {
+            return Responses.error(HttpResponseStatus.valueOf(b.code().httpStatus()), String.valueOf(b.getMessage()), keepAlive);
+        }
+        if (e instanceof IllegalArgumentException || e instanceof ArithmeticException) {
+            return Responses.error(HttpResponseStatus.BAD_REQUEST, String.valueOf(e.getMessage()), keepAlive);
+        }
+        log.warn("internal error serving an http request", e);
+        return Responses.error(HttpResponseStatus.INTERNAL_SERVER_ERROR, "internal error: " + e, keepAlive);
+    }
+}

@@ -1,0 +1,178 @@
+package io.backplane.plugin.metrics;
+
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.host.Frontend;
+import io.backplane.spi.host.InferenceService;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.prometheusmetrics.PrometheusConfig;
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelHandler;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.SimpleChannelInboundHandler;
+import io.netty.channel.nio.NioIoHandler;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.handler.codec.http.DefaultFullHttpResponse;
+import io.netty.handler.codec.http.FullHttpRequest;
+import io.netty.handler.codec.http.FullHttpResponse;
+import io.netty.handler.codec.http.HttpHeaderNames;
+import io.netty.handler.codec.http.HttpHeaderValues;
+import io.netty.handler.codec.http.HttpMethod;
+import io.netty.handler.codec.http.HttpObjectAggregator;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import io.netty.handler.codec.http.HttpServerCodec;
+import io.netty.handler.codec.http.HttpUtil;
+import io.netty.handler.codec.http.HttpVersion;
+import io.netty.util.concurrent.DefaultThreadFactory;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/** Serves the registry's Prometheus text at {@code /metrics}; one event-loop thread, {@code backplane-metrics-*}. */
+final class MetricsFrontend implements Frontend {
+    private static final Logger log = LoggerFactory.getLogger(MetricsFrontend.class);
+    static final Set<String> OPTIONS = Set.of("host", "port");
+
+    private final PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+    private final MetricsListener listener = new MetricsListener(registry);
+    private final InferenceService service;
+    private final String host;
+    private final int port;
+    private final AtomicBoolean started = new AtomicBoolean();
+    private final AtomicBoolean closed = new AtomicBoolean();
+    private @Nullable EventLoopGroup group;
+    private @Nullable Channel channel;
+    private volatile String endpoint = "";
+
+    MetricsFrontend(InferenceService service, Map<String, String> options) {
+        Set<String> unknown = new TreeSet<>(options.keySet());
+        unknown.removeAll(OPTIONS);
+        if (!unknown.isEmpty()) {
+            throw BackplaneException.invalid("metrics plugin: unknown option(s) " + unknown + "; known options: " + new TreeSet<>(OPTIONS));
+        }
+        this.service = service;
+        this.host = options.getOrDefault("host", "0.0.0.0");
+        String p = options.getOrDefault("port", "8002");
+        try {
+            this.port = Integer.parseInt(p.trim());
+        } catch (NumberFormatException e) {
+            throw BackplaneException.invalid("metrics plugin: option port='" + p + "' is not an integer");
+        }
+        if (port < 0 || port > 65535) {
+            throw BackplaneException.invalid("metrics plugin: option port=" + port + " is out of range [0, 65535]");
+        }
+    }
+
+    /** The registry behind {@code /metrics} (for tests and embedding). */
+    PrometheusMeterRegistry registry() {
+        return registry;
+    }
+
+    @Override
+    public void start() throws Exception {
+        if (!started.compareAndSet(false, true)) {
+            throw new IllegalStateException("metrics plugin already started");
+        }
+        Gauge.builder("backplane.server.live", service, s -> s.isLive() ? 1 : 0).description("1 while the host runs").register(registry);
+        Gauge.builder("backplane.server.ready", service, s -> s.isReady() ? 1 : 0)
+                .description("1 while every loaded model has a ready version (strict readiness)").register(registry);
+        service.addListener(listener);
+        group = new MultiThreadIoEventLoopGroup(1, new DefaultThreadFactory("backplane-metrics", true), NioIoHandler.newFactory());
+        try {
+            channel = new ServerBootstrap().group(group).channel(NioServerSocketChannel.class).childHandler(new ChannelInitializer<SocketChannel>() {
+                @Override
+                protected void initChannel(SocketChannel ch) {
+                    ch.pipeline().addLast(new HttpServerCodec(), new HttpObjectAggregator(64 * 1024), new Scrape());
+                }
+            }).bind(new InetSocketAddress(host, port)).sync().channel();
+        } catch (Exception | Error e) {
+            close();
+            throw e;
+        }
+        endpoint = "http://" + host + ":" + port() + "/metrics";
+        log.info("metrics served at {}", endpoint);
+    }
+
+    int port() {
+        Channel c = channel;
+        return c == null ? -1 : ((InetSocketAddress) c.localAddress()).getPort();
+    }
+
+    @Override
+    public String endpoint() {
+        return endpoint;
+    }
+
+    @Override
+    public void close() {
+        if (!closed.compareAndSet(false, true)) {
+            return;
+        }
+        listener.stop();
+        Channel c = channel;
+        if (c != null) {
+            c.close().syncUninterruptibly();
+        }
+        EventLoopGroup g = group;
+        if (g != null) {
+            g.shutdownGracefully(0, 5, TimeUnit.SECONDS).syncUninterruptibly();
+        }
+        registry.close();
+    }
+
+    @ChannelHandler.Sharable
+    private final class Scrape extends SimpleChannelInboundHandler<FullHttpRequest> {
+        @Override
+        protected void channelRead0(ChannelHandlerContext ctx, FullHttpRequest req) {
+            String path = req.uri();
+            int q = path.indexOf('?');
+            if (q >= 0) {
+                path = path.substring(0, q);
+            }
+            FullHttpResponse r;
+            if (!path.equals("/metrics")) {
+                r = text(HttpResponseStatus.NOT_FOUND, "{\"error\": \"no endpoint at '" + path.replace("\"", "") + "'; metrics are at /metrics\"}",
+                        HttpHeaderValues.APPLICATION_JSON);
+            } else if (!req.method().equals(HttpMethod.GET)) {
+                r = text(HttpResponseStatus.METHOD_NOT_ALLOWED, "{\"error\": \"/metrics accepts GET\"}", HttpHeaderValues.APPLICATION_JSON);
+            } else {
+                r = text(HttpResponseStatus.OK, registry.scrape(), "text/plain; version=0.0.4; charset=utf-8");
+            }
+            boolean keepAlive = HttpUtil.isKeepAlive(req);
+            if (!keepAlive) {
+                r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
+            }
+            var f = ctx.writeAndFlush(r);
+            if (!keepAlive) {
+                f.addListener(ChannelFutureListener.CLOSE);
+            }
+        }
+
+        @Override
+        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            ctx.close();
+        }
+    }
+
+    private static FullHttpResponse text(HttpResponseStatus status, String body, CharSequence type) {
+        ByteBuf buf = Unpooled.copiedBuffer(body, StandardCharsets.UTF_8);
+        FullHttpResponse r = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1, status, buf);
+        r.headers().set(HttpHeaderNames.CONTENT_TYPE, type).set(HttpHeaderNames.CONTENT_LENGTH, buf.readableBytes());
+        return r;
+    }
+}

@@ -1,0 +1,112 @@
+package io.backplane.plugin.metrics;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.backplane.core.BackplaneHost;
+import io.backplane.core.ModelControlMode;
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.DataType;
+import io.backplane.spi.InferenceRequest;
+import io.backplane.spi.Tensor;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.ExecutionException;
+import org.junit.jupiter.api.Test;
+
+/** The metrics plugin on a real host: counts, reasons, histograms and gauges in Prometheus text. */
+class MetricsFrontendTest {
+    static InferenceRequest fp32(String model) {
+        return InferenceRequest.builder(model).input(Tensor.ofFloats("IN0", new long[] {1}, 1f)).build();
+    }
+
+    /** The value of the first sample of {@code name} whose labels contain every one of {@code labels}, or -1. */
+    static double sample(String text, String name, String... labels) {
+        for (String line : text.split("\n")) {
+            if (!line.startsWith(name + "{") && !line.startsWith(name + " ")) {
+                continue;
+            }
+            boolean all = true;
+            for (String l : labels) {
+                all &= line.contains(l);
+            }
+            if (all) {
+                return Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
+            }
+        }
+        return -1;
+    }
+
+    @Test
+    void metrics_countSuccessFailureReasonsTimesAndGauges() throws Exception {
+        TestBackend backend = new TestBackend();
+        int port;
+        try (BackplaneHost host = BackplaneHost.builder().backend(backend).modelControlMode(ModelControlMode.EXPLICIT)
+                .restartBackoff(Duration.ofMillis(10), Duration.ofMillis(50))
+                .model(TestBackend.identity("identity", DataType.FP32)).model(TestBackend.failing("fail"))
+                .model(TestBackend.crashing("crash")).loadModel("identity").loadModel("fail").loadModel("crash").build();
+                MetricsFrontend metrics = (MetricsFrontend) new MetricsFrontendFactory().create(TestSupport.context(host,
+                        Map.of("host", "127.0.0.1", "port", "0")));
+                HttpClient http = HttpClient.newHttpClient()) {
+            metrics.start();
+            port = metrics.port();
+            for (int i = 0; i < 3; i++) {
+                host.infer(fp32("identity")).get();
+            }
+            assertThrows(ExecutionException.class, () -> host.infer(fp32("fail")).get());
+            assertThrows(ExecutionException.class, () -> host.infer(fp32("nope")).get());
+            assertThrows(ExecutionException.class, () -> host.infer(fp32("crash")).get());
+            assertThrows(ExecutionException.class, () -> host.infer(InferenceRequest.builder("identity")
+                    .input(Tensor.ofInts("IN0", new long[] {1}, 1)).build()).get());
+
+            URI uri = URI.create("http://127.0.0.1:" + port + "/metrics");
+            String text = "";
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            do {
+                HttpResponse<String> r = http.send(HttpRequest.newBuilder(uri).GET().build(), HttpResponse.BodyHandlers.ofString());
+                assertEquals(200, r.statusCode());
+                assertTrue(r.headers().firstValue("content-type").orElse("").startsWith("text/plain"));
+                text = r.body();
+                if (sample(text, "backplane_instance_restarts_total", "model=\"crash\"") >= 1) {
+                    break;
+                }
+                Thread.sleep(50);
+            } while (System.nanoTime() < deadline);
+
+            assertEquals(3.0, sample(text, "backplane_inference_success_total", "model=\"identity\"", "version=\"1\""), text);
+            assertEquals(1.0, sample(text, "backplane_inference_failure_total", "model=\"fail\"", "reason=\"backend\"", "version=\"1\""), text);
+            assertEquals(1.0, sample(text, "backplane_inference_failure_total", "model=\"nope\"", "reason=\"rejected\""), text);
+            assertEquals(1.0, sample(text, "backplane_inference_failure_total", "model=\"identity\"", "reason=\"rejected\"", "version=\"none\""), text);
+            assertEquals(0.0, sample(text, "backplane_inference_failure_total", "model=\"identity\"", "reason=\"canceled\"", "version=\"1\""), text);
+            assertEquals(3.0, sample(text, "backplane_inference_queue_duration_seconds_count", "model=\"identity\""), text);
+            assertEquals(3.0, sample(text, "backplane_inference_compute_duration_seconds_count", "model=\"identity\""), text);
+            assertTrue(text.contains("backplane_inference_compute_duration_seconds_bucket{"), "histogram buckets are published");
+            assertEquals(0.0, sample(text, "backplane_inference_inflight_requests", "model=\"identity\""), text);
+            assertTrue(sample(text, "backplane_instance_restarts_total", "model=\"crash\"") >= 1, text);
+            assertEquals(1.0, sample(text, "backplane_server_live"), text);
+            assertTrue(sample(text, "backplane_inference_batches_total", "model=\"identity\"") >= 3, text);
+
+            HttpResponse<String> missing = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/other")).GET().build(),
+                    HttpResponse.BodyHandlers.ofString());
+            assertEquals(404, missing.statusCode());
+            assertTrue(missing.body().contains("\"error\""));
+        }
+        TestSupport.assertPortClosed(port);
+        TestSupport.assertNoBackplaneThreads();
+    }
+
+    @Test
+    void options_unknownKey_rejected() throws Exception {
+        try (BackplaneHost host = BackplaneHost.builder().backend(new TestBackend()).build()) {
+            BackplaneException e = assertThrows(BackplaneException.class,
+                    () -> new MetricsFrontendFactory().create(TestSupport.context(host, Map.of("path", "/x"))));
+            assertTrue(e.getMessage().contains("path"));
+        }
+        TestSupport.assertNoBackplaneThreads();
+    }
+}

@@ -1,0 +1,580 @@
+package io.backplane.bench;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.google.protobuf.ByteString;
+import io.backplane.core.BackplaneHost;
+import io.backplane.plugin.grpc.InferenceGrpc;
+import io.backplane.plugin.grpc.proto.ModelInferRequest;
+import io.backplane.plugin.grpc.proto.ModelInferResponse;
+import io.backplane.plugin.grpc.proto.ModelMetadataRequest;
+import io.backplane.plugin.grpc.proto.ModelMetadataResponse;
+import io.backplane.spi.DataType;
+import io.backplane.spi.InferenceRequest;
+import io.backplane.spi.Tensor;
+import io.backplane.spi.host.InferenceService;
+import io.backplane.spi.host.ModelMetadata;
+import io.grpc.Grpc;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.stub.StreamObserver;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import io.netty.bootstrap.Bootstrap;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.SimpleChannelInboundHandler;
+import io.netty.channel.nio.NioIoHandler;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.channel.socket.nio.NioSocketChannel;
+import io.netty.handler.codec.http.DefaultFullHttpRequest;
+import io.netty.handler.codec.http.FullHttpRequest;
+import io.netty.handler.codec.http.FullHttpResponse;
+import io.netty.handler.codec.http.HttpClientCodec;
+import io.netty.handler.codec.http.HttpHeaderNames;
+import io.netty.handler.codec.http.HttpHeaderValues;
+import io.netty.handler.codec.http.HttpMethod;
+import io.netty.handler.codec.http.HttpObjectAggregator;
+import io.netty.handler.codec.http.HttpVersion;
+import io.netty.util.concurrent.DefaultThreadFactory;
+import org.HdrHistogram.Histogram;
+import org.HdrHistogram.Recorder;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * A closed-loop load generator: at concurrency {@code c}, {@code c} virtual clients each send a
+ * request, wait for its response and send the next, for the warm-up and then the measured
+ * duration. Requests are sent asynchronously (no thread per client), so the generator itself
+ * stays light on small machines. Latency is measured per request from send to completion.
+ *
+ * <p>Inputs are zeros (BYTES: the one-byte string "x") shaped from the model's metadata, with
+ * variable dimensions set to 1, or by {@link BenchOptions#inputShape()}. REST requests use
+ * Triton's binary tensor extension for inputs and outputs, gRPC requests raw contents, as
+ * perf_analyzer does.
+ */
+public final class Bench {
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    private Bench() {
+    }
+
+    /** Runs every concurrency level of {@code options} and returns the measurements. */
+    public static BenchResult run(BenchOptions options) throws Exception {
+        if (options.embeddedRepository() != null) {
+            try (BackplaneHost host = BackplaneHost.builder().modelRepository(options.embeddedRepository()).build()) {
+                return run(options, new EmbeddedDriver(host, options));
+            }
+        }
+        if (options.service() != null) {
+            return run(options, new EmbeddedDriver(options.service(), options));
+        }
+        if (options.grpc() != null) {
+            try (GrpcDriver d = new GrpcDriver(options)) {
+                return run(options, d);
+            }
+        }
+        try (RestDriver d = new RestDriver(options)) {
+            return run(options, d);
+        }
+    }
+
+    private static BenchResult run(BenchOptions options, Driver driver) throws Exception {
+        List<BenchResult.Level> levels = new ArrayList<>();
+        for (int c : options.concurrency()) {
+            driver.prepare(c);
+            levels.add(level(driver, c, options.warmup(), options.duration()));
+        }
+        return new BenchResult(options.targetName(), options.model(), levels);
+    }
+
+    /** One request-sending strategy. {@link #call()} must not block. */
+    private interface Driver extends AutoCloseable {
+        default void prepare(int concurrency) {
+        }
+
+        CompletableFuture<?> call();
+
+        @Override
+        default void close() {
+        }
+    }
+
+    private static final class Run {
+        final Recorder latency = new Recorder(3);
+        final AtomicLong ok = new AtomicLong();
+        final AtomicLong errors = new AtomicLong();
+        final AtomicReference<String> firstError = new AtomicReference<>("");
+        volatile boolean measuring;
+        volatile boolean running = true;
+        final CountDownLatch stopped;
+        final Driver driver;
+
+        Run(Driver driver, int concurrency) {
+            this.driver = driver;
+            this.stopped = new CountDownLatch(concurrency);
+        }
+
+        void loop() {
+            while (running) {
+                long t0 = System.nanoTime();
+                CompletableFuture<?> f;
+                try {
+                    f = driver.call();
+                } catch (Throwable t) {
+                    f = CompletableFuture.failedFuture(t);
+                }
+                if (f.isDone()) {
+                    record(t0, f.isCompletedExceptionally() ? exception(f) : null);
+                    continue;
+                }
+                f.whenComplete((r, e) -> {
+                    record(t0, e);
+                    loop();
+                });
+                return;
+            }
+            stopped.countDown();
+        }
+
+        private static Throwable exception(CompletableFuture<?> f) {
+            try {
+                f.join();
+                return new IllegalStateException("not failed");
+            } catch (RuntimeException e) {
+                return e.getCause() != null ? e.getCause() : e;
+            }
+        }
+
+        void record(long t0, @Nullable Throwable e) {
+            if (!measuring) {
+                return;
+            }
+            if (e == null) {
+                latency.recordValue(Math.max(1, System.nanoTime() - t0));
+                ok.incrementAndGet();
+            } else {
+                errors.incrementAndGet();
+                Throwable c = e.getCause() != null && e instanceof java.util.concurrent.CompletionException ? e.getCause() : e;
+                firstError.compareAndSet("", String.valueOf(c));
+            }
+        }
+    }
+
+    private static BenchResult.Level level(Driver driver, int concurrency, Duration warmup, Duration duration) throws InterruptedException {
+        Run run = new Run(driver, concurrency);
+        for (int i = 0; i < concurrency; i++) {
+            run.loop();
+        }
+        Thread.sleep(warmup.toMillis());
+        run.latency.reset();
+        run.measuring = true;
+        long start = System.nanoTime();
+        Thread.sleep(duration.toMillis());
+        run.measuring = false;
+        double seconds = (System.nanoTime() - start) / 1e9;
+        run.running = false;
+        Histogram h = run.latency.getIntervalHistogram();
+        if (!run.stopped.await(60, TimeUnit.SECONDS)) {
+            throw new IllegalStateException("requests still outstanding 60 s after the level ended");
+        }
+        long ok = h.getTotalCount();
+        return new BenchResult.Level(concurrency, ok, run.errors.get(), seconds, ok / seconds, h.getValueAtPercentile(50) / 1e3,
+                h.getValueAtPercentile(90) / 1e3, h.getValueAtPercentile(99) / 1e3, h.getMean() / 1e3, run.firstError.get());
+    }
+
+    /** One input as the bench sends it. */
+    private record Input(String name, DataType type, long[] shape) {
+        long elements() {
+            return Tensor.elementCount(name, shape);
+        }
+
+        byte[] zeros() {
+            if (type == DataType.BYTES) {
+                ByteBuffer b = ByteBuffer.allocate(Math.toIntExact(5 * elements())).order(ByteOrder.LITTLE_ENDIAN);
+                for (long i = 0; i < elements(); i++) {
+                    b.putInt(1).put((byte) 'x');
+                }
+                return b.array();
+            }
+            return new byte[Math.toIntExact(elements() * type.byteSize())];
+        }
+    }
+
+    private static List<Input> inputs(List<ModelMetadata.TensorMetadata> meta, BenchOptions o) {
+        List<Input> out = new ArrayList<>();
+        for (ModelMetadata.TensorMetadata t : meta) {
+            DataType type = o.inputDatatype() != null ? DataType.fromProtocolName(o.inputDatatype()) : t.datatype();
+            long[] shape = o.inputShape() != null ? o.inputShape().stream().mapToLong(Long::longValue).toArray()
+                    : t.shape().stream().mapToLong(d -> d < 0 ? 1 : d).toArray();
+            out.add(new Input(t.name(), type, shape));
+        }
+        return out;
+    }
+
+    private static final class EmbeddedDriver implements Driver {
+        private final InferenceService service;
+        private final InferenceRequest request;
+
+        EmbeddedDriver(InferenceService service, BenchOptions o) {
+            this.service = service;
+            ModelMetadata md = service.metadata(o.model(), o.version());
+            InferenceRequest.Builder b = InferenceRequest.builder(o.model());
+            if (o.version() > 0) {
+                b.version(o.version());
+            }
+            for (Input in : inputs(md.inputs(), o)) {
+                b.input(Tensor.of(in.name(), in.type(), in.shape(), MemorySegment.ofArray(in.zeros())));
+            }
+            this.request = b.build();
+        }
+
+        @Override
+        public CompletableFuture<?> call() {
+            return service.infer(request);
+        }
+    }
+
+    private static final class GrpcDriver implements Driver {
+        private final BenchOptions options;
+        private final List<ManagedChannel> channels = new ArrayList<>();
+        private List<InferenceGrpc.Client> clients = List.of();
+        private final ModelInferRequest request;
+        private final AtomicLong next = new AtomicLong();
+
+        GrpcDriver(BenchOptions o) {
+            this.options = o;
+            ManagedChannel first = channel();
+            channels.add(first);
+            ModelMetadataResponse md = new InferenceGrpc.Client(first).withDeadline(30, TimeUnit.SECONDS).call(InferenceGrpc.MODEL_METADATA,
+                    ModelMetadataRequest.newBuilder().setName(o.model()).setVersion(o.version() > 0 ? Long.toString(o.version()) : "").build());
+            List<ModelMetadata.TensorMetadata> meta = md.getInputsList().stream().map(t -> new ModelMetadata.TensorMetadata(t.getName(),
+                    DataType.fromProtocolName(t.getDatatype()), t.getShapeList())).toList();
+            ModelInferRequest.Builder b = ModelInferRequest.newBuilder().setModelName(o.model())
+                    .setModelVersion(o.version() > 0 ? Long.toString(o.version()) : "");
+            for (Input in : inputs(meta, o)) {
+                ModelInferRequest.InferInputTensor.Builder t = b.addInputsBuilder().setName(in.name()).setDatatype(in.type().protocolName());
+                Arrays.stream(in.shape()).forEach(t::addShape);
+                b.addRawInputContents(ByteString.copyFrom(in.zeros()));
+            }
+            this.request = b.build();
+        }
+
+        private ManagedChannel channel() {
+            // Direct executor: responses are handled on the channel's event loop, one thread hop less per request.
+            return Grpc.newChannelBuilder(options.grpc(), InsecureChannelCredentials.create()).maxInboundMessageSize(Integer.MAX_VALUE)
+                    .directExecutor().build();
+        }
+
+        @Override
+        public void prepare(int concurrency) {
+            int want = options.connections() > 0 ? options.connections() : Math.min(concurrency, Runtime.getRuntime().availableProcessors());
+            while (channels.size() < want) {
+                channels.add(channel());
+            }
+            clients = channels.subList(0, want).stream().map(InferenceGrpc.Client::new).toList();
+        }
+
+        @Override
+        public CompletableFuture<?> call() {
+            CompletableFuture<ModelInferResponse> f = new CompletableFuture<>();
+            InferenceGrpc.Client c = clients.get((int) (next.getAndIncrement() % clients.size()));
+            c.callAsync(InferenceGrpc.MODEL_INFER, request, new StreamObserver<>() {
+                @Override
+                public void onNext(ModelInferResponse value) {
+                    f.complete(value);
+                }
+
+                @Override
+                public void onError(Throwable t) {
+                    f.completeExceptionally(t);
+                }
+
+                @Override
+                public void onCompleted() {
+                    f.complete(null);
+                }
+            });
+            return f;
+        }
+
+        @Override
+        public void close() {
+            for (ManagedChannel ch : channels) {
+                ch.shutdownNow();
+            }
+            for (ManagedChannel ch : channels) {
+                try {
+                    ch.awaitTermination(5, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        }
+    }
+
+    /**
+     * REST over Netty: one keep-alive connection per virtual client, one request in flight per
+     * connection, everything on the client's event loop (no thread hop per request), so the
+     * client adds little to what is measured.
+     */
+    private static final class RestDriver implements Driver {
+        private final EventLoopGroup group = new MultiThreadIoEventLoopGroup(Math.max(1, Runtime.getRuntime().availableProcessors() / 2),
+                new DefaultThreadFactory("bench-rest-client", true), NioIoHandler.newFactory());
+        private final java.util.concurrent.ConcurrentLinkedQueue<Connection> idle = new java.util.concurrent.ConcurrentLinkedQueue<>();
+        private final List<Connection> all = java.util.Collections.synchronizedList(new ArrayList<>());
+        private final String host;
+        private final int port;
+        private final String path;
+        private final byte[] body;
+        private final int headerLength;
+
+        RestDriver(BenchOptions o) throws IOException, InterruptedException {
+            URI base = URI.create(o.url().endsWith("/") ? o.url().substring(0, o.url().length() - 1) : o.url());
+            host = base.getHost();
+            port = base.getPort() > 0 ? base.getPort() : 80;
+            String modelPath = base.getPath() + "/v2/models/" + o.model() + (o.version() > 0 ? "/versions/" + o.version() : "");
+            String md;
+            try (HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(10)).build()) {
+                HttpResponse<String> r = client.send(HttpRequest.newBuilder(base.resolve(modelPath)).GET().build(), HttpResponse.BodyHandlers.ofString());
+                if (r.statusCode() != 200) {
+                    throw new IllegalStateException("model metadata from " + base.resolve(modelPath) + " failed: " + r.statusCode() + " " + r.body());
+                }
+                md = r.body();
+            }
+            List<ModelMetadata.TensorMetadata> meta = new ArrayList<>();
+            for (JsonNode t : JSON.readTree(md).get("inputs")) {
+                List<Long> shape = new ArrayList<>();
+                t.get("shape").forEach(d -> shape.add(d.asLong()));
+                meta.add(new ModelMetadata.TensorMetadata(t.get("name").asText(), DataType.fromProtocolName(t.get("datatype").asText()), shape));
+            }
+            StringBuilder header = new StringBuilder("{\"parameters\":{\"binary_data_output\":true},\"inputs\":[");
+            ByteArrayOutputStream binary = new ByteArrayOutputStream();
+            List<Input> inputs = inputs(meta, o);
+            for (int i = 0; i < inputs.size(); i++) {
+                Input in = inputs.get(i);
+                byte[] z = in.zeros();
+                header.append(i > 0 ? "," : "").append("{\"name\":\"").append(in.name()).append("\",\"datatype\":\"")
+                        .append(in.type().protocolName()).append("\",\"shape\":").append(Arrays.toString(in.shape()).replace(" ", ""))
+                        .append(",\"parameters\":{\"binary_data_size\":").append(z.length).append("}}");
+                binary.writeBytes(z);
+            }
+            header.append("]}");
+            byte[] h = header.toString().getBytes(StandardCharsets.UTF_8);
+            headerLength = h.length;
+            body = Arrays.copyOf(h, h.length + binary.size());
+            System.arraycopy(binary.toByteArray(), 0, body, h.length, binary.size());
+            path = modelPath + "/infer";
+        }
+
+        private final class Connection extends SimpleChannelInboundHandler<FullHttpResponse> {
+            volatile @Nullable CompletableFuture<Object> pending;
+            @Nullable Channel channel;
+
+            @Override
+            protected void channelRead0(ChannelHandlerContext ctx, FullHttpResponse r) {
+                CompletableFuture<Object> f = pending;
+                pending = null;
+                idle.add(this);
+                if (f == null) {
+                    return;
+                }
+                if (r.status().code() != 200) {
+                    f.completeExceptionally(new IllegalStateException("HTTP " + r.status() + ": " + r.content().toString(StandardCharsets.UTF_8)));
+                } else {
+                    f.complete(r.status());
+                }
+            }
+
+            @Override
+            public void channelInactive(ChannelHandlerContext ctx) {
+                all.remove(this);
+                idle.remove(this);
+                CompletableFuture<Object> f = pending;
+                if (f != null) {
+                    f.completeExceptionally(new IOException("connection closed by the server"));
+                }
+            }
+
+            @Override
+            public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+                ctx.close();
+            }
+        }
+
+        private Connection connect() {
+            Connection c = new Connection();
+            c.channel = new Bootstrap().group(group).channel(NioSocketChannel.class).option(ChannelOption.TCP_NODELAY, true)
+                    .handler(new ChannelInitializer<SocketChannel>() {
+                        @Override
+                        protected void initChannel(SocketChannel ch) {
+                            ch.pipeline().addLast(new HttpClientCodec(), new HttpObjectAggregator(Integer.MAX_VALUE), c);
+                        }
+                    }).connect(host, port).syncUninterruptibly().channel();
+            all.add(c);
+            return c;
+        }
+
+        @Override
+        public void prepare(int concurrency) {
+            while (all.size() < concurrency) {
+                idle.add(connect());
+            }
+        }
+
+        @Override
+        public CompletableFuture<?> call() {
+            Connection c = idle.poll();
+            if (c == null) {
+                c = connect();
+            }
+            CompletableFuture<Object> f = new CompletableFuture<>();
+            c.pending = f;
+            FullHttpRequest req = new DefaultFullHttpRequest(HttpVersion.HTTP_1_1, HttpMethod.POST, path, Unpooled.wrappedBuffer(body));
+            req.headers().set(HttpHeaderNames.HOST, host).set(HttpHeaderNames.CONTENT_LENGTH, body.length)
+                    .set(HttpHeaderNames.CONTENT_TYPE, HttpHeaderValues.APPLICATION_OCTET_STREAM)
+                    .set("Inference-Header-Content-Length", headerLength);
+            java.util.Objects.requireNonNull(c.channel).writeAndFlush(req);
+            return f;
+        }
+
+        @Override
+        public void close() {
+            for (Connection c : new ArrayList<>(all)) {
+                if (c.channel != null) {
+                    c.channel.close().syncUninterruptibly();
+                }
+            }
+            group.shutdownGracefully(0, 2, TimeUnit.SECONDS).syncUninterruptibly();
+        }
+    }
+
+    /**
+     * Command line: {@code --url http://host:8000 | --grpc host:8001 | --embedded-repository DIR},
+     * {@code --model NAME} (required), {@code --model-version N}, {@code --concurrency 1,8,64},
+     * {@code --duration-s 5}, {@code --warmup-s 1}, {@code --input-shape 1,16},
+     * {@code --input-datatype FP32}, {@code --connections N}.
+     */
+    public static BenchOptions parse(String... args) {
+        String model = null;
+        BenchOptions.Builder b;
+        String url = null;
+        String grpc = null;
+        String repo = null;
+        for (int i = 0; i < args.length; i++) {
+            String a = args[i];
+            String v;
+            int eq = a.indexOf('=');
+            if (a.startsWith("--") && eq > 0) {
+                v = a.substring(eq + 1);
+                a = a.substring(0, eq);
+            } else if (a.equals("--help") || a.equals("-h")) {
+                throw new IllegalArgumentException(usage());
+            } else {
+                if (i + 1 >= args.length) {
+                    throw new IllegalArgumentException("option " + a + " needs a value\n" + usage());
+                }
+                v = args[++i];
+            }
+            String value = v;
+            switch (a) {
+                case "--url" -> url = value;
+                case "--grpc" -> grpc = value;
+                case "--embedded-repository" -> repo = value;
+                case "--model" -> model = value;
+                case "--model-version", "--concurrency", "--duration-s", "--warmup-s", "--input-shape", "--input-datatype", "--connections" -> {
+                }
+                default -> throw new IllegalArgumentException("unknown option " + a + "\n" + usage());
+            }
+        }
+        if (model == null) {
+            throw new IllegalArgumentException("--model is required\n" + usage());
+        }
+        b = BenchOptions.builder(model);
+        if (url != null) {
+            b.url(url);
+        }
+        if (grpc != null) {
+            b.grpc(grpc);
+        }
+        if (repo != null) {
+            b.embeddedRepository(Path.of(repo));
+        }
+        for (int i = 0; i < args.length; i++) {
+            String a = args[i];
+            String v;
+            int eq = a.indexOf('=');
+            if (a.startsWith("--") && eq > 0) {
+                v = a.substring(eq + 1);
+                a = a.substring(0, eq);
+            } else {
+                v = args[++i];
+            }
+            try {
+                switch (a) {
+                    case "--model-version" -> b.version(Long.parseLong(v));
+                    case "--concurrency" -> b.concurrency(Arrays.stream(v.split(",")).map(String::trim).map(Integer::parseInt).toList());
+                    case "--duration-s" -> b.duration(Duration.ofMillis((long) (Double.parseDouble(v) * 1000)));
+                    case "--warmup-s" -> b.warmup(Duration.ofMillis((long) (Double.parseDouble(v) * 1000)));
+                    case "--input-shape" -> b.inputShape(Arrays.stream(v.split(",")).map(String::trim).map(Long::parseLong).toList());
+                    case "--input-datatype" -> b.inputDatatype(v.toUpperCase(Locale.ROOT));
+                    case "--connections" -> b.connections(Integer.parseInt(v));
+                    default -> {
+                    }
+                }
+            } catch (NumberFormatException e) {
+                throw new IllegalArgumentException("option " + a + ": '" + v + "' is not a number (list)\n" + usage());
+            }
+        }
+        return b.build();
+    }
+
+    public static String usage() {
+        return """
+                usage: backplane bench (--url http://HOST:8000 | --grpc HOST:8001 | --embedded-repository DIR) --model NAME
+                         [--model-version N] [--concurrency 1,8,64] [--duration-s 5] [--warmup-s 1]
+                         [--input-shape 1,16] [--input-datatype FP32] [--connections N]""";
+    }
+
+    /** Runs {@link #parse} then {@link #run} and prints the table; exit status 2 on bad arguments, 1 on failure. */
+    public static void main(String[] args) {
+        BenchOptions o;
+        try {
+            o = parse(args);
+        } catch (IllegalArgumentException e) {
+            System.err.println(e.getMessage());
+            System.exit(2);
+            return;
+        }
+        try {
+            System.out.print(run(o).table());
+        } catch (Exception e) {
+            System.err.println("bench failed: " + e);
+            System.exit(1);
+        }
+    }
+
+}

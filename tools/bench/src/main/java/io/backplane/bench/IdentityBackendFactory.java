@@ -1,0 +1,82 @@
+package io.backplane.bench;
+
+import io.backplane.spi.Backend;
+import io.backplane.spi.BackendContext;
+import io.backplane.spi.BackendFactory;
+import io.backplane.spi.DataType;
+import io.backplane.spi.InferenceResponse;
+import io.backplane.spi.InstanceContext;
+import io.backplane.spi.Model;
+import io.backplane.spi.ModelContext;
+import io.backplane.spi.ModelInstance;
+import io.backplane.spi.ScheduledRequest;
+import io.backplane.spi.Tensor;
+import io.backplane.spi.config.InstanceGroup;
+import io.backplane.spi.config.InstanceKind;
+import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.config.TensorConfig;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * A trivial backend for measuring the serving path itself: each output is the input at the same
+ * position, renamed. Not registered as a service; {@link SelfBench} and tests add it in code.
+ */
+public final class IdentityBackendFactory implements BackendFactory {
+    public static final String NAME = "bench-identity";
+
+    @Override
+    public String name() {
+        return NAME;
+    }
+
+    /** An identity model: IN0 to OUT0, FP32 with one variable dimension, {@code instances} CPU instances. */
+    public static ModelConfig model(String name, int instances) {
+        return ModelConfig.builder(name).backend(NAME).input(TensorConfig.of("IN0", DataType.FP32, -1))
+                .output(TensorConfig.of("OUT0", DataType.FP32, -1))
+                .instanceGroup(new InstanceGroup(name + "_cpu", instances, InstanceKind.CPU, List.of())).build();
+    }
+
+    @Override
+    public Backend create(BackendContext context) {
+        return new Backend() {
+            @Override
+            public Model loadModel(ModelContext ctx) {
+                List<TensorConfig> ins = ctx.config().inputs();
+                List<TensorConfig> outs = ctx.config().outputs();
+                return new Model() {
+                    @Override
+                    public ModelInstance createInstance(InstanceContext ictx) {
+                        return new ModelInstance() {
+                            @Override
+                            public void execute(List<ScheduledRequest> batch) {
+                                for (ScheduledRequest r : batch) {
+                                    List<Tensor> out = new ArrayList<>(outs.size());
+                                    for (int i = 0; i < ins.size() && i < outs.size(); i++) {
+                                        Tensor t = r.request().input(ins.get(i).name());
+                                        if (t != null) {
+                                            out.add(t.withName(outs.get(i).name()));
+                                        }
+                                    }
+                                    r.sender().sendFinal(InferenceResponse.of(out));
+                                }
+                            }
+
+                            @Override
+                            public void close() {
+                            }
+                        };
+                    }
+
+                    @Override
+                    public void close() {
+                    }
+                };
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+    }
+}
