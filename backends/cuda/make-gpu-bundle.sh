@@ -31,7 +31,7 @@ echo "make-gpu-bundle: jdeps says the jars need: $modules"
 "$jdk/bin/jlink" --add-modules "$modules" --strip-debug --no-man-pages --no-header-files --compress=zip-9 \
   --output "$bundle/runtime"
 
-cp -r "$root/samples/models/saxpy_cuda" "$bundle/models/"
+cp -r "$root/samples/gpu-models/saxpy_cuda" "$bundle/models/"
 cp "$module/gpu-test.sh" "$module/cupy_reference.py" "$bundle/"
 chmod +x "$bundle/gpu-test.sh"
 size=$(du -sm "$bundle" | cut -f1)

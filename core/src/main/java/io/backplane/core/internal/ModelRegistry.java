@@ -50,6 +50,8 @@ public final class ModelRegistry {
         volatile String lastError = "";
         volatile String fingerprint = "";
         volatile boolean loading;
+        /** The last load failed and nothing serves: the model counts against strict readiness. */
+        volatile boolean failed;
 
         Entry(String name) {
             this.name = name;
@@ -83,6 +85,7 @@ public final class ModelRegistry {
                 def = source.read(name);
             } catch (BackplaneException ex) {
                 e.lastError = ex.getMessage();
+                e.failed = e.versions.isEmpty();
                 throw ex;
             }
             List<ModelVersion> loaded = new ArrayList<>();
@@ -111,6 +114,7 @@ public final class ModelRegistry {
                 }
                 BackplaneException ex = BackplaneException.wrap(t, "model '" + name + "' failed to load");
                 e.lastError = ex.getMessage();
+                e.failed = e.versions.isEmpty();
                 log.error("{}", ex.getMessage(), t instanceof BackplaneException ? null : t);
                 throw ex;
             }
@@ -122,6 +126,7 @@ public final class ModelRegistry {
             e.versions = Collections.unmodifiableNavigableMap(next);
             e.fingerprint = def.fingerprint();
             e.lastError = "";
+            e.failed = false;
             for (ModelVersion v : old.values()) {
                 v.unload(host.unloadTimeout(), true); // the new versions serve already: let the old ones finish their queue
             }
@@ -153,6 +158,7 @@ public final class ModelRegistry {
             NavigableMap<Long, ModelVersion> old = e.versions;
             e.versions = Collections.emptyNavigableMap();
             e.fingerprint = "";
+            e.failed = false; // unloaded on purpose: no longer expected to serve
             for (ModelVersion v : old.values()) {
                 v.unload(host.unloadTimeout());
             }
@@ -229,9 +235,15 @@ public final class ModelRegistry {
         }
     }
 
-    /** Whether every loaded model has a ready version (Triton's strict server readiness). */
+    /**
+     * Triton's strict readiness: every model the host was asked to serve is ready — a model whose
+     * load failed counts as not ready; one unloaded on purpose does not count.
+     */
     public boolean allReady() {
         for (Entry e : entries.values()) {
+            if (e.failed) {
+                return false;
+            }
             if (e.loading) {
                 continue;
             }

@@ -70,6 +70,8 @@ class RepositoryHostTest {
             assertTrue(index.stream().anyMatch(s -> s.name().equals("good") && s.state() == ModelState.READY), index.toString());
             assertTrue(index.stream().anyMatch(s -> s.name().equals("bad") && s.state() == ModelState.UNAVAILABLE), index.toString());
             assertThrows(BackplaneException.class, () -> host.unload("good"), "no unload in NONE mode");
+            assertFalse(host.isReady(), "strict readiness: a model that failed to load makes the host not ready");
+            assertTrue(host.isLive());
         }
     }
 
@@ -85,6 +87,9 @@ class RepositoryHostTest {
             assertTrue(e.getMessage().contains("config.pbtxt:5"), e.getMessage());
             BackplaneException unknown = assertThrows(BackplaneException.class, () -> host.load("zzz"));
             assertEquals(ErrorCode.NOT_FOUND, unknown.code());
+            assertTrue(host.isModelReady("a"));
+            host.unload("a");
+            assertFalse(host.isModelReady("a"));
         }
     }
 

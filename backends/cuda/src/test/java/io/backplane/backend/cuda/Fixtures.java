@@ -18,7 +18,7 @@ import java.util.stream.Stream;
 
 /** Shared test data: the sample model, configs, requests, and a usable fake driver status. */
 final class Fixtures {
-    static final Path SAMPLE = Path.of("../../samples/models/saxpy_cuda").toAbsolutePath().normalize();
+    static final Path SAMPLE = Path.of("../../samples/gpu-models/saxpy_cuda").toAbsolutePath().normalize();
 
     private Fixtures() {
     }
