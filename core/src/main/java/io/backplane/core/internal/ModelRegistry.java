@@ -84,6 +84,10 @@ public final class ModelRegistry {
             try {
                 def = source.read(name);
             } catch (BackplaneException ex) {
+                if (ex.code() == ErrorCode.NOT_FOUND && e.versions.isEmpty()) {
+                    entries.remove(name, e); // an unknown name leaves no trace in the index
+                    throw ex;
+                }
                 e.lastError = ex.getMessage();
                 e.failed = e.versions.isEmpty();
                 throw ex;
