@@ -1,5 +1,7 @@
 package io.backplane.plugin.metrics;
 
+import io.backplane.plugin.http.TestBackend;
+import io.backplane.plugin.http.TestSupport;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
