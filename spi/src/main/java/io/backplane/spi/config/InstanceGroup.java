@@ -6,7 +6,8 @@ import java.util.List;
 
 /**
  * One {@code instance_group}: {@code count} instances of {@code kind}; for GPU, {@code count}
- * instances on each device listed in {@code gpus} (all visible devices when empty).
+ * instances on each device listed in {@code gpus}. When {@code gpus} is empty the core places the
+ * group on device 0 (it does not enumerate devices; Triton would use every visible GPU).
  */
 public record InstanceGroup(String name, int count, InstanceKind kind, List<Integer> gpus) {
     public InstanceGroup {
