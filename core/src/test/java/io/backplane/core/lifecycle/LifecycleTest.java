@@ -200,13 +200,10 @@ class LifecycleTest {
         Recorder rec = new Recorder();
         host.stream(request("m", 1), rec);
         assertTrue(executed.await(5, TimeUnit.SECONDS));
-        long t0 = System.nanoTime();
-        host.unload("m");
-        long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+        host.unload("m"); // the class-level @Timeout fails the test if unload ignored its 500 ms deadline
         rec.await();
         assertEquals(ErrorCode.UNAVAILABLE, rec.error.get().code());
         assertTrue(rec.error.get().getMessage().contains("unloaded before the request finished"), rec.error.get().getMessage());
-        assertTrue(ms < 10_000, "unload returned (took " + ms + " ms)");
         assertThrows(IllegalStateException.class, () -> held.getFirst().send(null, ResponseSender.FINAL), "the sender is closed after forced unload");
         assertEquals(1, backend.modelsClosed.get());
     }
@@ -219,14 +216,15 @@ class LifecycleTest {
             kept.add(s);
             s.send(ScriptedBackend.echo(batch.getFirst()), ResponseSender.FINAL);
         });
-        start(true);
+        // An unload deadline far beyond the test's @Timeout: only a released hold lets unload return in time.
+        host = BackplaneHost.builder().backend(backend).modelControlMode(ModelControlMode.EXPLICIT).unloadTimeout(Duration.ofMinutes(10))
+                .model(model("m", true)).loadModel("m").build();
         Recorder rec = new Recorder();
         host.stream(request("m", 4), rec);
         rec.await();
+        assertEquals(null, rec.error.get());
         assertEquals(0, host.openRequests(), "no hold after FINAL although the backend still references the sender");
-        long t0 = System.nanoTime();
         host.unload("m");
-        assertTrue(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0) < 450, "unload did not wait for the deadline");
         assertEquals(1, kept.size());
     }
 
@@ -308,13 +306,10 @@ class LifecycleTest {
         CompletableFuture<InferenceResponse> f = host.infer(request("m", 1));
         CompletableFuture<InferenceResponse> queued = host.infer(request("m", 2));
         assertTrue(entered.await(5, TimeUnit.SECONDS));
-        long t0 = System.nanoTime();
-        host.unload("m");
-        long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+        host.unload("m"); // bounded by its 500 ms deadline; the class-level @Timeout catches a hang
         assertEquals(ErrorCode.UNAVAILABLE, failure(f).code());
         BackplaneException q = failure(queued);
         assertTrue(q.getMessage().contains("still queued"), q.getMessage());
-        assertTrue(ms < 5_000, "unload took " + ms + " ms");
     }
 
     @Test
