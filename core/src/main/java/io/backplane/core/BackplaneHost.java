@@ -9,7 +9,6 @@ import io.backplane.core.batch.NoneBatcherFactory;
 import io.backplane.core.internal.CoreModule;
 import io.backplane.core.internal.HostOptions;
 import io.backplane.core.internal.HostRuntime;
-import io.backplane.core.internal.RequestState;
 import io.backplane.core.internal.ResponseSink;
 import io.backplane.core.plugin.ClassLoaderSafeFrontendFactory;
 import io.backplane.core.plugin.PluginClassLoader;
@@ -95,9 +94,6 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         InferFuture future = new InferFuture();
         try {
             checkRunning();
-            if (runtime.registry().route(request.modelName(), request.modelVersion()).config().decoupled()) {
-                throw BackplaneException.invalid("model '" + request.modelName() + "' is decoupled (it may send any number of responses); use stream()");
-            }
             future.request = runtime.registry().admit(request, future);
         } catch (BackplaneException e) {
             runtime.context().listener().requestRejected(request.modelName(), HostListener.Outcome.REJECTED);
@@ -118,12 +114,11 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         ObserverSink sink = new ObserverSink(observer);
         try {
             checkRunning();
-            RequestState r = runtime.registry().admit(request, sink);
-            return new Handle(r);
+            return runtime.registry().admit(request, sink);
         } catch (BackplaneException e) {
             runtime.context().listener().requestRejected(request.modelName(), HostListener.Outcome.REJECTED);
             sink.failed(e);
-            return new Handle(null);
+            return NOT_ACCEPTED;
         }
     }
 
@@ -286,7 +281,12 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
     // ---- sinks ----
 
     private static final class InferFuture extends CompletableFuture<InferenceResponse> implements ResponseSink {
-        volatile @Nullable RequestState request;
+        volatile @Nullable RequestHandle request;
+
+        @Override
+        public boolean streams() {
+            return false;
+        }
 
         @Override
         public void partial(InferenceResponse response) {
@@ -309,7 +309,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
 
         @Override
         public boolean cancel(boolean mayInterruptIfRunning) {
-            RequestState r = request;
+            RequestHandle r = request;
             if (r != null) {
                 r.cancel();
             }
@@ -340,22 +340,23 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         }
     }
 
-    private record Handle(@Nullable RequestState request) implements RequestHandle {
+    /** The handle of a request that was refused: it never ran, so it is done and cannot be cancelled. */
+    private static final RequestHandle NOT_ACCEPTED = new RequestHandle() {
         @Override
         public long id() {
-            return request == null ? 0 : request.id();
+            return 0;
         }
 
         @Override
         public boolean cancel() {
-            return request != null && request.cancel();
+            return false;
         }
 
         @Override
         public boolean isDone() {
-            return request == null || request.isDone();
+            return true;
         }
-    }
+    };
 
     /** Checks a config again after a backend auto-completed it. */
     private static ModelConfig checkCompleted(ModelConfig c) {
