@@ -175,7 +175,7 @@ public final class ModelRegistry {
      *
      * @throws BackplaneException NOT_FOUND for an unknown model or version, UNAVAILABLE when none is loaded
      */
-    public ModelVersion route(String name, long version) {
+    ModelVersion route(String name, long version) {
         Entry e = entries.get(name);
         NavigableMap<Long, ModelVersion> versions = e == null ? Collections.emptyNavigableMap() : e.versions;
         if (versions.isEmpty()) {

@@ -37,7 +37,7 @@ import org.slf4j.LoggerFactory;
  * {@link Placement} and {@link InstanceSlot} (instances), {@link VersionContext} and
  * {@link BatcherScope} (what backends and batchers see).
  */
-public final class ModelVersion {
+final class ModelVersion {
     private static final Logger log = LoggerFactory.getLogger(ModelVersion.class);
 
     private final VersionContext context;
