@@ -30,6 +30,18 @@ public interface Backend extends AutoCloseable {
      */
     Model loadModel(ModelContext context) throws Exception;
 
+    /**
+     * How many GPUs this backend can place instances on now (e.g. the devices its driver sees).
+     * The core asks when a model has {@code KIND_AUTO} instances and the backend's
+     * {@link BackendCapabilities#preferredInstanceKind()} is GPU: above 0, they go to GPU 0,
+     * else to the CPU. Called on host threads, possibly concurrently; must be cheap and must not
+     * throw. The default is 0 (no GPU).
+     */
+    @Experimental
+    default int deviceCount() {
+        return 0;
+    }
+
     /** Releases backend-wide resources. Called once, last. */
     @Override
     void close();

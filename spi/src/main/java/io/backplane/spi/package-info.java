@@ -5,7 +5,7 @@
  * <h2>Who calls what</h2>
  * <ul>
  *   <li>The host discovers {@link io.backplane.spi.BackendFactory} and
- *       {@link io.backplane.spi.BatcherFactory} implementations through
+ *       {@link io.backplane.spi.batch.BatcherFactory} implementations through
  *       {@link java.util.ServiceLoader}, once per plugin class loader.</li>
  *   <li>For each model version the core calls {@link io.backplane.spi.Backend#loadModel}, then
  *       {@link io.backplane.spi.Model#createInstance} once per configured instance.</li>
