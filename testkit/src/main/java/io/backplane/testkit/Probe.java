@@ -237,7 +237,7 @@ final class Probe {
                 executing.remove(key);
                 for (ProbeRequest p : wrapped) {
                     p.rec.executeReturned = true;
-                    if (returned && !decoupled && p.rec.finals.get() == 0 && !p.delegate.isDone()) {
+                    if (returned && !decoupled && p.rec.finals.get() == 0 && !p.delegate.sender().isClosed()) {
                         ledger.violation(Invariant.L6, p.rec.describe() + ": " + key + " returned from execute without sending its response;"
                                 + " a model that is not decoupled must send exactly one response with FINAL for every request before execute returns"
                                 + " (the core answered it with an INTERNAL error)");
@@ -296,11 +296,6 @@ final class Probe {
                 rec.sawCancelled = true;
             }
             return c;
-        }
-
-        @Override
-        public boolean isDone() {
-            return delegate.isDone();
         }
 
         @Override

@@ -88,11 +88,6 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
     }
 
     @Override
-    public boolean isDone() {
-        return open.get() == CLOSED;
-    }
-
-    @Override
     public boolean isClosed() {
         return open.get() == CLOSED;
     }

@@ -109,9 +109,9 @@ public final class BatchingBenchmark {
         });
         ModelConfig.Builder config = ModelConfig.builder("m").backend(ScriptedBackend.NAME).maxBatchSize(MAX_BATCH)
                 .input(TensorConfig.of("IN", DataType.INT64, 1)).output(TensorConfig.of("OUT", DataType.INT64, 1))
-                .instanceGroup(new InstanceGroup("", 1, InstanceKind.CPU, List.of()));
+                .instanceGroup(InstanceGroup.of("", 1, InstanceKind.CPU, List.of()));
         if (batching) {
-            config.dynamicBatching(new DynamicBatching(List.of(), DELAY_MICROS, false, 0, 0, QueuePolicy.DEFAULT, Map.of()));
+            config.dynamicBatching(DynamicBatching.builder().maxQueueDelayMicros(DELAY_MICROS).build());
         }
         try (BackplaneHost host = BackplaneHost.builder().backend(backend).modelControlMode(ModelControlMode.EXPLICIT).model(config.build())
                 .loadModel("m").build()) {

@@ -55,7 +55,7 @@ class ModelConfigParserTest {
         assertEquals(0, c.maxBatchSize());
         assertEquals(List.of(TensorConfig.of("INPUT0", DataType.FP32, 4), TensorConfig.of("INPUT1", DataType.FP32, 4)), c.inputs());
         assertEquals(List.of(TensorConfig.of("OUTPUT0", DataType.FP32, 4), TensorConfig.of("OUTPUT1", DataType.FP32, 4)), c.outputs());
-        assertEquals(List.of(new InstanceGroup("add_sub_0", 1, InstanceKind.CPU, List.of())), c.instanceGroups());
+        assertEquals(List.of(InstanceGroup.of("add_sub_0", 1, InstanceKind.CPU, List.of())), c.instanceGroups());
         assertNull(c.dynamicBatching());
         assertFalse(c.decoupled());
         assertEquals(VersionPolicy.DEFAULT, c.versionPolicy());
@@ -86,7 +86,7 @@ class ModelConfigParserTest {
 
         assertEquals("onnxruntime_onnx", c.platform());
         assertEquals("onnxruntime", c.backend());
-        assertEquals(new TensorConfig("data_0", DataType.FP32, List.of(3L, 224L, 224L), List.of(1L, 3L, 224L, 224L), false),
+        assertEquals(TensorConfig.builder("data_0", DataType.FP32).dims(3, 224, 224).reshape(List.of(1L, 3L, 224L, 224L)).build(),
                 c.inputs().getFirst());
         assertEquals(List.of(1L, 1000L, 1L, 1L), c.outputs().getFirst().reshape());
     }
@@ -101,15 +101,15 @@ class ModelConfigParserTest {
         assertTrue(db.preserveOrdering());
         assertEquals(2, db.priorityLevels());
         assertEquals(1, db.defaultPriorityLevel());
-        assertEquals(new QueuePolicy(TimeoutAction.DELAY, 5000, true, 32), db.defaultQueuePolicy());
-        assertEquals(Map.of(2, new QueuePolicy(TimeoutAction.REJECT, 1000, false, 8)), db.priorityQueuePolicy());
+        assertEquals(QueuePolicy.of(TimeoutAction.DELAY, 5000, true, 32), db.defaultQueuePolicy());
+        assertEquals(Map.of(2, QueuePolicy.of(TimeoutAction.REJECT, 1000, false, 8)), db.priorityQueuePolicy());
         assertEquals(db.defaultQueuePolicy(), db.policyFor(1));
         assertEquals(16, c.maxBatchSize());
-        assertEquals(new TensorConfig("X", DataType.FP32, List.of(-1L), null, true), c.input("X"));
-        assertEquals(new TensorConfig("S", DataType.BYTES, List.of(1L), List.of(), false), c.input("S"));
+        assertEquals(TensorConfig.builder("X", DataType.FP32).dims(-1).optional(true).build(), c.input("X"));
+        assertEquals(TensorConfig.builder("S", DataType.BYTES).dims(1).reshape(List.of()).build(), c.input("S"));
         assertEquals(TensorConfig.of("Y", DataType.BF16, -1, 2), c.output("Y"));
-        assertEquals(List.of(new InstanceGroup("on_gpus", 2, InstanceKind.GPU, List.of(0, 1)),
-                new InstanceGroup("batched_1", 3, InstanceKind.CPU, List.of())), c.instanceGroups());
+        assertEquals(List.of(InstanceGroup.of("on_gpus", 2, InstanceKind.GPU, List.of(0, 1)),
+                InstanceGroup.of("batched_1", 3, InstanceKind.CPU, List.of())), c.instanceGroups());
         assertEquals(7, c.instanceCount());
         assertEquals(Map.of("EXECUTION_ENV_PATH", "$$TRITON_MODEL_DIRECTORY/env.tar.gz", "mode", "fast"), c.parameters());
         assertEquals("model.py", c.defaultModelFilename());
@@ -123,7 +123,7 @@ class ModelConfigParserTest {
                 dynamic_batching { default_queue_policy { max_queue_size: 3 } }
                 """, "m/config.pbtxt", "m");
 
-        assertEquals(new QueuePolicy(TimeoutAction.REJECT, 0, false, 3), Objects.requireNonNull(c.dynamicBatching()).defaultQueuePolicy());
+        assertEquals(QueuePolicy.of(TimeoutAction.REJECT, 0, false, 3), Objects.requireNonNull(c.dynamicBatching()).defaultQueuePolicy());
     }
 
     @Test
@@ -338,7 +338,7 @@ class ModelConfigParserTest {
     @Test
     void validate_afterAutoComplete_rechecksRecords() {
         ModelConfig bad = ModelConfig.builder("m").backend("python").maxBatchSize(2)
-                .dynamicBatching(new DynamicBatching(List.of(4), 0, false, 0, 0, QueuePolicy.DEFAULT, Map.of())).build();
+                .dynamicBatching(DynamicBatching.builder().preferredBatchSizes(List.of(4)).build()).build();
 
         BackplaneException e = assertThrows(BackplaneException.class, () -> ModelConfigValidator.validate(bad, "m (auto-completed)"));
         assertContains(e.getMessage(), "m (auto-completed): field 'dynamic_batching.preferred_batch_size'", "4");
