@@ -320,9 +320,13 @@ public final class ModelConfigParser {
         String backend = m.getBackend();
         if (!m.getPlatform().isEmpty()) {
             java.util.Optional<String> serving = catalog.backendForPlatform(m.getPlatform());
-            if (backend.isEmpty()) {
-                backend = serving.orElse("");
-            } else if (serving.isPresent() && !serving.get().equals(backend)) {
+            if (backend.isEmpty() && serving.isEmpty() && catalog.knowsEveryBackend()) {
+                throw error(at.at("platform"), "platform", "'" + m.getPlatform() + "' is a platform no installed backend serves; name a backend"
+                        + " with backend: \"...\", or install one that declares this platform");
+            }
+            // A platform-only config keeps its backend empty: the core finds the backend by the platform, and the
+            // backend's auto-complete may name itself as Triton does (the cpu backend writes "onnxruntime").
+            if (!backend.isEmpty() && serving.isPresent() && !serving.get().equals(catalog.canonicalName(backend))) {
                 throw error(at.at("backend"), "backend", "backend '" + backend + "' contradicts platform '" + m.getPlatform()
                         + "' (served by backend '" + serving.get() + "'); remove one of them");
             }

@@ -61,6 +61,8 @@ public final class PluginManager implements AutoCloseable, BackendCatalog {
     private final Map<String, BackendCapabilities> capabilities = new LinkedHashMap<>();
     private final Map<String, String> platformBackends = new LinkedHashMap<>();
     private final Map<String, String> modelFileBackends = new LinkedHashMap<>();
+    /** Plugins refused at discovery (name → why), so a model that asks for one learns the reason. */
+    private final Map<String, String> refused = new LinkedHashMap<>();
     private final Map<String, Provided<BatcherFactory>> batchers = new LinkedHashMap<>();
     private final Map<String, Provided<FrontendFactory>> frontends = new LinkedHashMap<>();
     private final Map<String, Backend> created = new LinkedHashMap<>();
@@ -264,14 +266,17 @@ public final class PluginManager implements AutoCloseable, BackendCatalog {
                 v = Spi.VERSION;
             }
         }
+        String why = null;
         if (v > Spi.VERSION) {
-            log.error("refusing {} '{}' from {}: built against SPI version {} (read from {}), but this host has SPI version {}; upgrade Backplane"
-                    + " or build the plugin against SPI {}", kind, p.name(), p.source(), v, from, Spi.VERSION, Spi.VERSION);
-            return -1;
+            why = "built against SPI version " + v + " (read from " + from + "), but this host has SPI version " + Spi.VERSION
+                    + "; upgrade Backplane or build the plugin against SPI " + Spi.VERSION;
+        } else if (v < Spi.OLDEST_SUPPORTED_VERSION) {
+            why = "built against SPI version " + v + " (read from " + from + "), older than the oldest this host loads ("
+                    + Spi.OLDEST_SUPPORTED_VERSION + "); rebuild the plugin against SPI version " + Spi.VERSION;
         }
-        if (v < Spi.OLDEST_SUPPORTED_VERSION) {
-            log.error("refusing {} '{}' from {}: built against SPI version {} (read from {}), older than the oldest this host loads ({});"
-                    + " rebuild the plugin against SPI {}", kind, p.name(), p.source(), v, from, Spi.OLDEST_SUPPORTED_VERSION, Spi.VERSION);
+        if (why != null) {
+            log.error("refusing {} '{}' from {}: {}", kind, p.name(), p.source(), why);
+            refused.putIfAbsent(p.name(), kind + " '" + p.name() + "' from " + p.source() + " was refused: " + why);
             return -1;
         }
         return v;
@@ -306,6 +311,12 @@ public final class PluginManager implements AutoCloseable, BackendCatalog {
         String key = backendOrPlatform.toLowerCase(Locale.ROOT);
         String name = backends.containsKey(key) ? key : backendAliases.get(key);
         return name == null ? BackendCapabilities.DEFAULT : capabilities.getOrDefault(name, BackendCapabilities.DEFAULT);
+    }
+
+    @Override
+    public String canonicalName(String nameOrAlias) {
+        String key = nameOrAlias.toLowerCase(Locale.ROOT);
+        return backends.containsKey(key) ? key : backendAliases.getOrDefault(key, nameOrAlias);
     }
 
     @Override
@@ -352,6 +363,10 @@ public final class PluginManager implements AutoCloseable, BackendCatalog {
     public synchronized Backend backend(String backendOrPlatform, String forModel) {
         String key = backendOrPlatform.toLowerCase(Locale.ROOT);
         String name = backends.containsKey(key) ? key : backendAliases.get(key);
+        if (name == null && refused.containsKey(key)) {
+            throw new BackplaneException(ErrorCode.NOT_FOUND, "model '" + forModel + "' asks for backend '" + backendOrPlatform + "', but the "
+                    + refused.get(key));
+        }
         if (name == null) {
             throw new BackplaneException(ErrorCode.NOT_FOUND, "model '" + forModel + "' asks for backend '" + backendOrPlatform
                     + "', which is not installed (no backend has that name, alias or platform); available backends: " + backendNames() + ", platforms: "

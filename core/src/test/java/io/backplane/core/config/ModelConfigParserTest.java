@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
 import io.backplane.spi.ErrorCode;
+import io.backplane.spi.config.ConfigNode;
 import io.backplane.spi.config.DynamicBatching;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.InstanceKind;
@@ -25,6 +26,8 @@ import java.util.Objects;
 import org.junit.jupiter.api.Test;
 
 class ModelConfigParserTest {
+    static final BackendCatalog CATALOG = io.backplane.core.testing.TestCatalog.CATALOG;
+
     static Path triton(String model) {
         try {
             return Path.of(Objects.requireNonNull(ModelConfigParserTest.class.getResource("/repos/triton/" + model)).toURI());
@@ -81,11 +84,11 @@ class ModelConfigParserTest {
     }
 
     @Test
-    void parseModelDirectory_onnxPlatform_mapsToOnnxruntimeBackendAndKeepsReshape() {
-        ModelConfig c = ModelConfigParser.parseModelDirectory(triton("densenet_onnx"));
+    void parseModelDirectory_onnxPlatform_keepsPlatformAndReshape() {
+        ModelConfig c = ModelConfigParser.parseModelDirectory(triton("densenet_onnx"), CATALOG);
 
         assertEquals("onnxruntime_onnx", c.platform());
-        assertEquals("onnxruntime", c.backend());
+        assertEquals("", c.backend(), "the core finds the backend by the platform; the backend's auto-complete names itself");
         assertEquals(TensorConfig.builder("data_0", DataType.FP32).dims(3, 224, 224).reshape(List.of(1L, 3L, 224L, 224L)).build(),
                 c.inputs().getFirst());
         assertEquals(List.of(1L, 1000L, 1L, 1L), c.outputs().getFirst().reshape());
@@ -313,8 +316,13 @@ class ModelConfigParserTest {
     @Test
     void parse_noBackendOrUnsupportedPlatform_rejected() {
         assertContains(invalid("name: \"m\"\n").getMessage(), "m/config.pbtxt", "neither a backend nor a platform");
-        assertContains(invalid("name: \"m\"\nplatform: \"pytorch_libtorch\"\n").getMessage(), "m/config.pbtxt:2:1: ", "field 'platform'",
-                "pytorch_libtorch", "not supported by Backplane");
+        BackplaneException e = assertThrows(BackplaneException.class,
+                () -> ModelConfigParser.parse("name: \"m\"\nplatform: \"pytorch_libtorch\"\n", "m/config.pbtxt", "m", CATALOG));
+        assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
+        assertContains(e.getMessage(), "m/config.pbtxt:2:1: ", "field 'platform'", "pytorch_libtorch", "no installed backend serves");
+        assertContains(assertThrows(BackplaneException.class, () -> ModelConfigParser.parse(
+                "name: \"m\"\nplatform: \"onnxruntime_onnx\"\nbackend: \"python\"", "m/config.pbtxt", "m", CATALOG)).getMessage(),
+                "m/config.pbtxt:3:", "contradicts platform 'onnxruntime_onnx'", "served by backend 'cpu'");
         assertEquals("python", ModelConfigParser.parse("name: \"m\"\nplatform: \"pytorch_libtorch\"\nbackend: \"python\"", "m/config.pbtxt", "m")
                 .backend());
     }
@@ -414,5 +422,51 @@ class ModelConfigParserTest {
         assertContains(e.getMessage(), "'1'", "'01'", "version 1");
         java.nio.file.Files.delete(tmp.resolve("01"));
         assertEquals(new VersionFolders(List.of(1L, 7L), List.of("latest")), VersionFolders.scan(tmp));
+    }
+
+    @Test
+    void parse_rawView_holdsTheWholeFile() {
+        ModelConfig c = ModelConfigParser.parse("""
+                name: "m"  # a comment
+                backend: "python"
+                max_batch_size: 4
+                input [ { name: "X" data_type: TYPE_FP32 dims: [ 2, 3 ] } ]
+                parameters { key: "k" value: { string_value: "a \\"quoted\\" value" } }
+                """, "m/config.pbtxt", "m", CATALOG);
+        ConfigNode raw = c.raw();
+        assertEquals("4", raw.value("max_batch_size").orElseThrow());
+        ConfigNode x = raw.sections("input").getFirst();
+        assertEquals(List.of("2", "3"), x.values("dims"));
+        assertEquals("TYPE_FP32", x.value("data_type").orElseThrow());
+        assertEquals("a \"quoted\" value", raw.section("parameters").orElseThrow().section("value").orElseThrow().value("string_value").orElseThrow());
+    }
+
+    @Test
+    void parse_sectionTheBackendDeclares_isAcceptedAndReadable_elsewhereRefused() {
+        String text = """
+                name: "m"
+                backend: "%s"
+                optimization { priority: PRIORITY_MAX execution_accelerators { cpu_execution_accelerator [ { name: "openvino" } ] } }
+                """;
+        ModelConfig c = ModelConfigParser.parse(text.formatted("tuned"), "m/config.pbtxt", "m", CATALOG);
+        ConfigNode opt = c.section("optimization").orElseThrow();
+        assertEquals("PRIORITY_MAX", opt.value("priority").orElseThrow());
+        assertEquals("openvino", opt.section("execution_accelerators").orElseThrow().sections("cpu_execution_accelerator").getFirst()
+                .value("name").orElseThrow());
+
+        BackplaneException e = assertThrows(BackplaneException.class, () -> ModelConfigParser.parse(text.formatted("python"), "m/config.pbtxt", "m",
+                CATALOG));
+        assertContains(e.getMessage(), "m/config.pbtxt:3:", "'optimization' is not supported by Backplane");
+    }
+
+    @Test
+    void parse_declaredSection_keepsPositionsOfLaterErrors() {
+        BackplaneException e = assertThrows(BackplaneException.class, () -> ModelConfigParser.parse("""
+                name: "m"
+                backend: "tuned"
+                optimization { priority: PRIORITY_MAX }
+                max_batch_size: -1
+                """, "m/config.pbtxt", "m", CATALOG));
+        assertContains(e.getMessage(), "m/config.pbtxt:4:", "max_batch_size");
     }
 }
