@@ -273,6 +273,7 @@ public final class ModelVersion implements ModelContext {
      */
     public RequestState admit(InferenceRequest request, ResponseSink sink) {
         int batchSize = RequestValidator.validate(config, request);
+        request = Reshape.toBackend(config, request);
         int level = priorityLevel(request);
         RequestState r = new RequestState(host.nextRequestId(), request, this, sink, batchSize, level, host.ticker().nanoTime());
         open.put(r.id(), r);
