@@ -246,7 +246,7 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
                 out = InferenceResponse.of(kept, r.parameters());
             }
         }
-        return Reshape.toClient(model.config(), out).stamped(model.name(), model.version(), request.id());
+        return io.backplane.spi.host.HostResponses.stamp(Reshape.toClient(model.config(), out), model.name(), model.version(), request.id());
     }
 
     /** Delivers the terminal outcome: at once, or through the model's reorder stage (preserve_ordering). */
