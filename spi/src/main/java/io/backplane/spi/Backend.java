@@ -42,7 +42,12 @@ public interface Backend extends AutoCloseable {
         return 0;
     }
 
-    /** Releases backend-wide resources. Called once, last. */
+    /**
+     * Releases backend-wide resources. Called once, last, after every model of this backend
+     * closed. The default does nothing: a backend without threads, processes or native handles of
+     * its own needs no close.
+     */
     @Override
-    void close();
+    default void close() {
+    }
 }
