@@ -115,6 +115,13 @@ final class Probe {
         }
 
         @Override
+        public io.backplane.spi.BackendCapabilities capabilities() {
+            try (var _ = ThreadContextClassLoader.swap(loader)) {
+                return delegate.capabilities();
+            }
+        }
+
+        @Override
         public Backend create(BackendContext context) throws Exception {
             try (var _ = ThreadContextClassLoader.swap(loader)) {
                 Backend b = requireNonNull(delegate.create(context), "BackendFactory.create returned null");
@@ -148,6 +155,13 @@ final class Probe {
                 Model m = requireNonNull(delegate.loadModel(context), "Backend.loadModel returned null");
                 modelsLoaded.incrementAndGet();
                 return new ProbeModel(m, loader, context);
+            }
+        }
+
+        @Override
+        public int deviceCount() {
+            try (var _ = ThreadContextClassLoader.swap(loader)) {
+                return delegate.deviceCount();
             }
         }
 
