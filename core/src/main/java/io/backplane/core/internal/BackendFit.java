@@ -26,13 +26,12 @@ final class BackendFit {
      * The config to load: {@code c}, with AUTO groups (or the implicit group of a config without
      * {@code instance_group}) turned into GPU groups where the backend prefers and has a GPU.
      *
-     * @throws BackplaneException INVALID_ARGUMENT for batching the backend does not do,
-     *     UNSUPPORTED for a decoupled model it does not serve
+     * @throws BackplaneException UNSUPPORTED for batching or a decoupled model the backend does not serve
      */
     static ModelConfig apply(ModelConfig c, String backendName, BackendCapabilities caps, Backend backend) {
         if (c.maxBatchSize() > 0 && !caps.batching()) {
-            throw BackplaneException.invalid("model '" + c.name() + "': max_batch_size is " + c.maxBatchSize() + " but backend '" + backendName
-                    + "' does not execute batches; set max_batch_size: 0");
+            throw new BackplaneException(ErrorCode.UNSUPPORTED, "model '" + c.name() + "': max_batch_size is " + c.maxBatchSize() + " but backend '"
+                    + backendName + "' does not execute batches; set max_batch_size: 0");
         }
         if (c.decoupled() && !caps.decoupled()) {
             throw new BackplaneException(ErrorCode.UNSUPPORTED, "model '" + c.name() + "' is decoupled, but backend '" + backendName

@@ -74,7 +74,7 @@ class BackendCapabilitiesHostTest {
         HostProbeBackend probe = new HostProbeBackend("single", BackendCapabilities.builder().batching(false).build(), 0);
         BackplaneException e = assertThrows(BackplaneException.class, () -> BackplaneHost.builder().backend(probe)
                 .modelControlMode(ModelControlMode.EXPLICIT).model(model("single").maxBatchSize(8).build()).loadModel("m").build());
-        assertEquals(ErrorCode.INVALID_ARGUMENT, e.code(), e.getMessage());
+        assertEquals(ErrorCode.UNSUPPORTED, e.code(), e.getMessage());
         assertTrue(e.getMessage().contains("max_batch_size is 8") && e.getMessage().contains("max_batch_size: 0"), e.getMessage());
         Hygiene.assertNoBackplaneThreads();
     }

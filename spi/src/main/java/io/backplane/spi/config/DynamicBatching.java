@@ -139,36 +139,43 @@ public final class DynamicBatching {
         private Builder() {
         }
 
+        /** Sets {@link DynamicBatching#preferredBatchSizes()}. */
         public Builder preferredBatchSizes(List<Integer> v) {
             preferredBatchSizes = new ArrayList<>(requireNonNull(v, "preferredBatchSizes is null"));
             return this;
         }
 
+        /** Sets {@link DynamicBatching#maxQueueDelayMicros()}. */
         public Builder maxQueueDelayMicros(long v) {
             maxQueueDelayMicros = v;
             return this;
         }
 
+        /** Sets {@link DynamicBatching#preserveOrdering()}. */
         public Builder preserveOrdering(boolean v) {
             preserveOrdering = v;
             return this;
         }
 
+        /** Sets {@link DynamicBatching#priorityLevels()}. */
         public Builder priorityLevels(int v) {
             priorityLevels = v;
             return this;
         }
 
+        /** Sets {@link DynamicBatching#defaultPriorityLevel()}. */
         public Builder defaultPriorityLevel(int v) {
             defaultPriorityLevel = v;
             return this;
         }
 
+        /** Sets {@link DynamicBatching#defaultQueuePolicy()}. */
         public Builder defaultQueuePolicy(QueuePolicy v) {
             defaultQueuePolicy = requireNonNull(v, "defaultQueuePolicy is null");
             return this;
         }
 
+        /** Sets {@link DynamicBatching#priorityQueuePolicy()}. */
         public Builder priorityQueuePolicy(Map<Integer, QueuePolicy> v) {
             priorityQueuePolicy = new HashMap<>(requireNonNull(v, "priorityQueuePolicy is null"));
             return this;

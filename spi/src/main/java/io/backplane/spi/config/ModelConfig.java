@@ -236,16 +236,19 @@ public final class ModelConfig {
             return this;
         }
 
+        /** Sets {@link ModelConfig#platform()}. */
         public Builder platform(String v) {
             platform = requireNonNull(v, "platform is null");
             return this;
         }
 
+        /** Sets {@link ModelConfig#backend()}. */
         public Builder backend(String v) {
             backend = requireNonNull(v, "backend is null");
             return this;
         }
 
+        /** Sets {@link ModelConfig#maxBatchSize()}. */
         public Builder maxBatchSize(int v) {
             maxBatchSize = v;
             return this;
@@ -277,11 +280,13 @@ public final class ModelConfig {
             return this;
         }
 
+        /** Removes every input added so far. */
         public Builder clearInputs() {
             inputs.clear();
             return this;
         }
 
+        /** Removes every output added so far. */
         public Builder clearOutputs() {
             outputs.clear();
             return this;
@@ -300,21 +305,25 @@ public final class ModelConfig {
             return this;
         }
 
+        /** Removes every instance group added so far. */
         public Builder clearInstanceGroups() {
             instanceGroups.clear();
             return this;
         }
 
+        /** Sets {@link ModelConfig#dynamicBatching()}. */
         public Builder dynamicBatching(@Nullable DynamicBatching v) {
             dynamicBatching = v;
             return this;
         }
 
+        /** Sets {@link ModelConfig#versionPolicy()}. */
         public Builder versionPolicy(VersionPolicy v) {
             versionPolicy = requireNonNull(v, "versionPolicy is null");
             return this;
         }
 
+        /** Sets {@link ModelConfig#decoupled()}. */
         public Builder decoupled(boolean v) {
             decoupled = v;
             return this;
@@ -333,6 +342,7 @@ public final class ModelConfig {
             return this;
         }
 
+        /** Sets {@link ModelConfig#defaultModelFilename()}. */
         public Builder defaultModelFilename(String v) {
             defaultModelFilename = requireNonNull(v, "defaultModelFilename is null");
             return this;

@@ -98,21 +98,25 @@ public final class QueuePolicy {
         private Builder() {
         }
 
+        /** Sets {@link QueuePolicy#timeoutAction()}. */
         public Builder timeoutAction(TimeoutAction v) {
             timeoutAction = requireNonNull(v, "timeoutAction is null");
             return this;
         }
 
+        /** Sets {@link QueuePolicy#defaultTimeoutMicros()}. */
         public Builder defaultTimeoutMicros(long v) {
             defaultTimeoutMicros = v;
             return this;
         }
 
+        /** Sets {@link QueuePolicy#allowTimeoutOverride()}. */
         public Builder allowTimeoutOverride(boolean v) {
             allowTimeoutOverride = v;
             return this;
         }
 
+        /** Sets {@link QueuePolicy#maxQueueSize()}. */
         public Builder maxQueueSize(int v) {
             maxQueueSize = v;
             return this;
