@@ -1,9 +1,9 @@
 package io.backplane.core.batch;
 
 import io.backplane.core.internal.Spin;
-import io.backplane.spi.Batcher;
-import io.backplane.spi.BatcherContext;
-import io.backplane.spi.BatcherFactory;
+import io.backplane.spi.batch.Batcher;
+import io.backplane.spi.batch.BatcherContext;
+import io.backplane.spi.batch.BatcherFactory;
 import io.backplane.spi.ScheduledRequest;
 import java.util.ArrayList;
 import java.util.List;
@@ -64,7 +64,7 @@ public final class NoneBatcherFactory implements BatcherFactory {
                     busy = false;
                     return List.of();
                 }
-                if (!r.isDone()) {
+                if (!r.sender().isClosed()) {
                     busy = true;
                     return List.of(r);
                 }
@@ -121,10 +121,6 @@ public final class NoneBatcherFactory implements BatcherFactory {
             return true;
         }
 
-        @Override
-        public boolean isDone() {
-            return true;
-        }
 
         @Override
         public int batchSize() {

@@ -55,7 +55,7 @@ final class Admission implements RequestState.Hold {
         this.version = version;
         this.config = requireNonNull(config, "config is null");
         this.host = requireNonNull(host, "host is null");
-        this.origin = new RequestState.Origin(name, version, config.decoupled(), this, order, host);
+        this.origin = new RequestState.Origin(name, version, config, this, order, host);
     }
 
     /** What every request of this version carries: the version's facts and this hold. */
@@ -99,6 +99,7 @@ final class Admission implements RequestState.Hold {
             throw BackplaneException.invalid("model '" + name + "' is decoupled (it may send any number of responses); use stream()");
         }
         int batchSize = RequestValidator.validate(config, request);
+        request = Reshape.toBackend(config, request);
         int level = priorityLevel(request);
         RequestState r = new RequestState(host.nextRequestId(), request, origin, sink, batchSize, level, host.ticker().nanoTime());
         open.put(r.id(), r);

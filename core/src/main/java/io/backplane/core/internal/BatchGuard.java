@@ -3,7 +3,7 @@ package io.backplane.core.internal;
 import static java.util.Objects.requireNonNull;
 
 import io.backplane.spi.BackplaneException;
-import io.backplane.spi.Batcher;
+import io.backplane.spi.batch.Batcher;
 import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.host.HostListener.Outcome;
 import java.util.ArrayList;

@@ -3,7 +3,7 @@ package io.backplane.core.internal;
 import static java.util.Objects.requireNonNull;
 
 import io.backplane.spi.BackplaneException;
-import io.backplane.spi.BatcherContext;
+import io.backplane.spi.batch.BatcherContext;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.Ticker;

@@ -13,7 +13,7 @@ import java.util.List;
  * {@link Spec} per instance, in the order they are created. A group without a name is named
  * {@code <model>_<group index>}; a GPU group places {@code count} instances on each listed
  * device (device 0 when none is listed); a model without groups gets one instance.
- * {@code KIND_AUTO} is placed on the CPU.
+ * A {@code KIND_AUTO} group that {@code BackendFit} left as it was runs on the CPU.
  *
  * <p>Pure: no state, no plugin calls. The list's size is the instance count the batcher is told.
  */
@@ -31,7 +31,7 @@ final class Placement {
 
     static List<Spec> of(String model, ModelConfig config) {
         List<InstanceGroup> groups = config.instanceGroups().isEmpty()
-                ? List.of(new InstanceGroup("", 1, InstanceKind.AUTO, List.of())) : config.instanceGroups();
+                ? List.of(InstanceGroup.of("", 1, InstanceKind.AUTO, List.of())) : config.instanceGroups();
         List<Spec> out = new ArrayList<>();
         for (int g = 0; g < groups.size(); g++) {
             InstanceGroup group = groups.get(g);

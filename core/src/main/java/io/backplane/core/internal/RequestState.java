@@ -10,6 +10,8 @@ import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.ResponseSender;
 import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.Tensor;
+import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.host.HostResponses;
 import io.backplane.spi.host.RequestHandle;
 import java.util.ArrayList;
 import java.util.List;
@@ -61,9 +63,10 @@ final class RequestState implements ScheduledRequest, ResponseSender {
      * The version a request belongs to, as the request sees it: fixed facts, its hold, and the
      * reorder stage (null unless the model preserves ordering). One per model version.
      */
-    record Origin(String model, long version, boolean decoupled, Hold hold, @Nullable ResponseOrder order, HostContext host) {
+    record Origin(String model, long version, ModelConfig config, Hold hold, @Nullable ResponseOrder order, HostContext host) {
         Origin {
             requireNonNull(model, "model is null");
+            requireNonNull(config, "config is null");
             requireNonNull(hold, "hold is null");
             requireNonNull(host, "host is null");
         }
@@ -115,11 +118,6 @@ final class RequestState implements ScheduledRequest, ResponseSender {
     }
 
     @Override
-    public boolean isDone() {
-        return open.get() == CLOSED;
-    }
-
-    @Override
     public boolean isClosed() {
         return open.get() == CLOSED;
     }
@@ -167,7 +165,7 @@ final class RequestState implements ScheduledRequest, ResponseSender {
 
         @Override
         public boolean isDone() {
-            return r.isDone();
+            return r.isClosed();
         }
     }
 
@@ -179,7 +177,7 @@ final class RequestState implements ScheduledRequest, ResponseSender {
             throw new IllegalArgumentException("unknown response flags " + flags + " for " + describe() + ": use 0 or ResponseSender.FINAL");
         }
         boolean fin = flags == FINAL;
-        if (!origin.decoupled()) {
+        if (!origin.config().decoupled()) {
             if (!fin) {
                 throw new IllegalStateException(describe() + " belongs to a model that is not decoupled: send its single response with FINAL");
             }
@@ -234,7 +232,7 @@ final class RequestState implements ScheduledRequest, ResponseSender {
      * @return whether this call ended it
      */
     boolean terminate(BackplaneException error, Outcome outcome, String path) {
-        if (origin.decoupled()) {
+        if (origin.config().decoupled()) {
             synchronized (this) {
                 if (!open.compareAndSet(OPEN, CLOSED)) {
                     origin.host().duplicateRelease(origin.model(), origin.version(), id, path);
@@ -314,7 +312,7 @@ final class RequestState implements ScheduledRequest, ResponseSender {
                 out = InferenceResponse.of(kept, r.parameters());
             }
         }
-        return out.stamped(origin.model(), origin.version(), request.id());
+        return HostResponses.stamp(Reshape.toClient(origin.config(), out), origin.model(), origin.version(), request.id());
     }
 
     /** Delivers the terminal outcome: at once, or through the model's reorder stage (preserve_ordering). */

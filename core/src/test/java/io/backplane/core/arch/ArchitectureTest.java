@@ -92,7 +92,7 @@ class ArchitectureTest {
 
     @Test
     void objectsHandedToPlugins_cannotBeCastToCoreTypes() {
-        for (Class<?> spi : List.of(io.backplane.spi.ModelContext.class, io.backplane.spi.InstanceContext.class, io.backplane.spi.BatcherContext.class,
+        for (Class<?> spi : List.of(io.backplane.spi.ModelContext.class, io.backplane.spi.InstanceContext.class, io.backplane.spi.batch.BatcherContext.class,
                 io.backplane.spi.ScheduledRequest.class, io.backplane.spi.ResponseSender.class)) {
             classes().that().resideInAPackage("io.backplane.core..").and().implement(spi).should().notBePublic()
                     .because("a backend or batcher given a " + spi.getSimpleName() + " must not reach the core behind it").check(classes);
