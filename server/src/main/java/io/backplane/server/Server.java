@@ -1,4 +1,4 @@
-package io.backplane.core.cli;
+package io.backplane.server;
 
 import static java.util.Objects.requireNonNull;
 

@@ -1,4 +1,4 @@
-package io.backplane.core.cli;
+package io.backplane.server;
 
 import java.lang.reflect.Method;
 import org.slf4j.Logger;

@@ -1,4 +1,4 @@
-package io.backplane.core.cli;
+package io.backplane.server;
 
 import picocli.CommandLine.ITypeConverter;
 import picocli.CommandLine.TypeConversionException;

@@ -1,4 +1,4 @@
-package io.backplane.core.cli;
+package io.backplane.server;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;

@@ -1,10 +1,10 @@
-package io.backplane.core.cli;
+package io.backplane.server;
 
 import static java.util.Objects.requireNonNull;
 
 import io.backplane.core.BackplaneHost;
 import io.backplane.core.ModelControlMode;
-import io.backplane.core.cli.Converters.PluginOption;
+import io.backplane.server.Converters.PluginOption;
 import io.backplane.spi.host.FrontendFactory;
 import io.backplane.spi.host.ModelStatus;
 import java.nio.file.Files;

@@ -1,11 +1,11 @@
-package io.backplane.core.cli;
+package io.backplane.server;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.backplane.core.ModelControlMode;
-import io.backplane.core.cli.Converters.PluginOption;
+import io.backplane.server.Converters.PluginOption;
 import io.backplane.spi.host.FrontendFactory;
 import java.io.IOException;
 import java.io.PrintWriter;

@@ -1,4 +1,4 @@
-package io.backplane.core.cli;
+package io.backplane.server;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;

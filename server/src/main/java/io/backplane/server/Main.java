@@ -1,4 +1,4 @@
-package io.backplane.core.cli;
+package io.backplane.server;
 
 import io.backplane.core.BackplaneHost;
 import java.nio.file.Path;
