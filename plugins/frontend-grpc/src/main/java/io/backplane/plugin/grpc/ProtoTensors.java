@@ -2,10 +2,10 @@ package io.backplane.plugin.grpc;
 
 import com.google.protobuf.ByteString;
 import com.google.protobuf.UnsafeByteOperations;
-import io.backplane.plugin.grpc.proto.InferParameter;
-import io.backplane.plugin.grpc.proto.InferTensorContents;
-import io.backplane.plugin.grpc.proto.ModelInferRequest;
-import io.backplane.plugin.grpc.proto.ModelInferResponse;
+import io.backplane.protocol.inference.InferParameter;
+import io.backplane.protocol.inference.InferTensorContents;
+import io.backplane.protocol.inference.ModelInferRequest;
+import io.backplane.protocol.inference.ModelInferResponse;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
 import io.backplane.spi.InferenceRequest;

@@ -1,24 +1,28 @@
 package io.backplane.plugin.grpc;
 
-import io.backplane.plugin.grpc.proto.InferParameter;
-import io.backplane.plugin.grpc.proto.ModelConfigRequest;
-import io.backplane.plugin.grpc.proto.ModelConfigResponse;
-import io.backplane.plugin.grpc.proto.ModelInferRequest;
-import io.backplane.plugin.grpc.proto.ModelInferResponse;
-import io.backplane.plugin.grpc.proto.ModelMetadataRequest;
-import io.backplane.plugin.grpc.proto.ModelMetadataResponse;
-import io.backplane.plugin.grpc.proto.ModelReadyRequest;
-import io.backplane.plugin.grpc.proto.ModelReadyResponse;
-import io.backplane.plugin.grpc.proto.ModelStreamInferResponse;
-import io.backplane.plugin.grpc.proto.RepositoryIndexRequest;
-import io.backplane.plugin.grpc.proto.RepositoryIndexResponse;
-import io.backplane.plugin.grpc.proto.RepositoryModelLoadRequest;
-import io.backplane.plugin.grpc.proto.RepositoryModelLoadResponse;
-import io.backplane.plugin.grpc.proto.RepositoryModelUnloadRequest;
-import io.backplane.plugin.grpc.proto.RepositoryModelUnloadResponse;
-import io.backplane.plugin.grpc.proto.ServerLiveResponse;
-import io.backplane.plugin.grpc.proto.ServerMetadataResponse;
-import io.backplane.plugin.grpc.proto.ServerReadyResponse;
+import io.backplane.protocol.inference.GRPCInferenceServiceGrpc;
+import io.backplane.protocol.inference.InferParameter;
+import io.backplane.protocol.inference.ModelConfigRequest;
+import io.backplane.protocol.inference.ModelConfigResponse;
+import io.backplane.protocol.inference.ModelInferRequest;
+import io.backplane.protocol.inference.ModelInferResponse;
+import io.backplane.protocol.inference.ModelMetadataRequest;
+import io.backplane.protocol.inference.ModelMetadataResponse;
+import io.backplane.protocol.inference.ModelReadyRequest;
+import io.backplane.protocol.inference.ModelReadyResponse;
+import io.backplane.protocol.inference.ModelStreamInferResponse;
+import io.backplane.protocol.inference.RepositoryIndexRequest;
+import io.backplane.protocol.inference.RepositoryIndexResponse;
+import io.backplane.protocol.inference.RepositoryModelLoadRequest;
+import io.backplane.protocol.inference.RepositoryModelLoadResponse;
+import io.backplane.protocol.inference.RepositoryModelUnloadRequest;
+import io.backplane.protocol.inference.RepositoryModelUnloadResponse;
+import io.backplane.protocol.inference.ServerLiveRequest;
+import io.backplane.protocol.inference.ServerLiveResponse;
+import io.backplane.protocol.inference.ServerMetadataRequest;
+import io.backplane.protocol.inference.ServerMetadataResponse;
+import io.backplane.protocol.inference.ServerReadyRequest;
+import io.backplane.protocol.inference.ServerReadyResponse;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
@@ -29,11 +33,9 @@ import io.backplane.spi.host.ModelState;
 import io.backplane.spi.host.ModelStatus;
 import io.backplane.spi.host.RequestHandle;
 import io.backplane.spi.host.ResponseObserver;
-import io.grpc.ServerServiceDefinition;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.stub.ServerCallStreamObserver;
-import io.grpc.stub.ServerCalls;
 import io.grpc.stub.StreamObserver;
 import java.util.List;
 import java.util.Map;
@@ -49,40 +51,43 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * {@code inference.GRPCInferenceService} over an {@link InferenceService}. Calls run on the
- * transport threads (direct executor) and never block them: inference completes from the
- * thread that ends the request; repository load and unload run on the admin executor.
+ * {@code inference.GRPCInferenceService} over an {@link InferenceService}, on the stubs generated
+ * from Triton's grpc_service.proto (backplane-protocol). Calls run on the transport threads (direct
+ * executor) and never block them: inference completes from the thread that ends the request;
+ * repository load and unload run on the admin executor. The RPCs not overridden here (statistics,
+ * shared memory, trace, log settings) answer UNIMPLEMENTED from the generated base class.
  */
-final class InferenceServiceGrpc {
-    private static final Logger log = LoggerFactory.getLogger(InferenceServiceGrpc.class);
+final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceServiceImplBase {
+    private static final Logger log = LoggerFactory.getLogger(GrpcInferenceService.class);
     static final List<String> EXTENSIONS = List.of("model_repository", "model_configuration", "parameters");
 
     private final InferenceService service;
     private final ExecutorService admin;
 
-    InferenceServiceGrpc(InferenceService service, ExecutorService admin) {
+    GrpcInferenceService(InferenceService service, ExecutorService admin) {
         this.service = service;
         this.admin = admin;
     }
 
-    ServerServiceDefinition definition() {
-        return ServerServiceDefinition.builder(InferenceGrpc.SERVICE_NAME)
-                .addMethod(InferenceGrpc.SERVER_LIVE, ServerCalls.asyncUnaryCall((req, obs) ->
-                        unary(obs, () -> ServerLiveResponse.newBuilder().setLive(service.isLive()).build())))
-                .addMethod(InferenceGrpc.SERVER_READY, ServerCalls.asyncUnaryCall((req, obs) ->
-                        unary(obs, () -> ServerReadyResponse.newBuilder().setReady(service.isReady()).build())))
-                .addMethod(InferenceGrpc.MODEL_READY, ServerCalls.asyncUnaryCall(this::modelReady))
-                .addMethod(InferenceGrpc.SERVER_METADATA, ServerCalls.asyncUnaryCall((req, obs) ->
-                        unary(obs, () -> ServerMetadataResponse.newBuilder().setName("backplane").setVersion(service.version())
-                                .addAllExtensions(EXTENSIONS).build())))
-                .addMethod(InferenceGrpc.MODEL_METADATA, ServerCalls.asyncUnaryCall(this::modelMetadata))
-                .addMethod(InferenceGrpc.MODEL_CONFIG, ServerCalls.asyncUnaryCall(this::modelConfig))
-                .addMethod(InferenceGrpc.MODEL_INFER, ServerCalls.asyncUnaryCall(this::modelInfer))
-                .addMethod(InferenceGrpc.MODEL_STREAM_INFER, ServerCalls.asyncBidiStreamingCall(StreamSession::new))
-                .addMethod(InferenceGrpc.REPOSITORY_INDEX, ServerCalls.asyncUnaryCall(this::repositoryIndex))
-                .addMethod(InferenceGrpc.REPOSITORY_MODEL_LOAD, ServerCalls.asyncUnaryCall(this::load))
-                .addMethod(InferenceGrpc.REPOSITORY_MODEL_UNLOAD, ServerCalls.asyncUnaryCall(this::unload))
-                .build();
+    @Override
+    public void serverLive(ServerLiveRequest req, StreamObserver<ServerLiveResponse> obs) {
+        unary(obs, () -> ServerLiveResponse.newBuilder().setLive(service.isLive()).build());
+    }
+
+    @Override
+    public void serverReady(ServerReadyRequest req, StreamObserver<ServerReadyResponse> obs) {
+        unary(obs, () -> ServerReadyResponse.newBuilder().setReady(service.isReady()).build());
+    }
+
+    @Override
+    public void serverMetadata(ServerMetadataRequest req, StreamObserver<ServerMetadataResponse> obs) {
+        unary(obs, () -> ServerMetadataResponse.newBuilder().setName("backplane").setVersion(service.version())
+                .addAllExtensions(EXTENSIONS).build());
+    }
+
+    @Override
+    public StreamObserver<ModelInferRequest> modelStreamInfer(StreamObserver<ModelStreamInferResponse> obs) {
+        return new StreamSession(obs);
     }
 
     private static <R> void unary(StreamObserver<R> obs, Supplier<R> body) {
@@ -97,11 +102,13 @@ final class InferenceServiceGrpc {
         obs.onCompleted();
     }
 
-    private void modelReady(ModelReadyRequest req, StreamObserver<ModelReadyResponse> obs) {
+    @Override
+    public void modelReady(ModelReadyRequest req, StreamObserver<ModelReadyResponse> obs) {
         unary(obs, () -> ModelReadyResponse.newBuilder().setReady(service.isModelReady(req.getName(), ProtoTensors.version(req.getVersion()))).build());
     }
 
-    private void modelMetadata(ModelMetadataRequest req, StreamObserver<ModelMetadataResponse> obs) {
+    @Override
+    public void modelMetadata(ModelMetadataRequest req, StreamObserver<ModelMetadataResponse> obs) {
         unary(obs, () -> {
             ModelMetadata md = service.metadata(req.getName(), ProtoTensors.version(req.getVersion()));
             ModelMetadataResponse.Builder b = ModelMetadataResponse.newBuilder().setName(md.name())
@@ -119,12 +126,14 @@ final class InferenceServiceGrpc {
         });
     }
 
-    private void modelConfig(ModelConfigRequest req, StreamObserver<ModelConfigResponse> obs) {
+    @Override
+    public void modelConfig(ModelConfigRequest req, StreamObserver<ModelConfigResponse> obs) {
         unary(obs, () -> ModelConfigResponse.newBuilder()
                 .setConfig(ConfigProtos.toProto(service.modelConfig(req.getName(), ProtoTensors.version(req.getVersion())))).build());
     }
 
-    private void modelInfer(ModelInferRequest req, StreamObserver<ModelInferResponse> obs) {
+    @Override
+    public void modelInfer(ModelInferRequest req, StreamObserver<ModelInferResponse> obs) {
         CompletableFuture<InferenceResponse> f;
         try {
             f = service.infer(ProtoTensors.toRequest(req));
@@ -159,7 +168,8 @@ final class InferenceServiceGrpc {
         });
     }
 
-    private void repositoryIndex(RepositoryIndexRequest req, StreamObserver<RepositoryIndexResponse> obs) {
+    @Override
+    public void repositoryIndex(RepositoryIndexRequest req, StreamObserver<RepositoryIndexResponse> obs) {
         unary(obs, () -> {
             RepositoryIndexResponse.Builder b = RepositoryIndexResponse.newBuilder();
             for (ModelStatus s : service.repositoryIndex()) {
@@ -174,14 +184,16 @@ final class InferenceServiceGrpc {
         });
     }
 
-    private void load(RepositoryModelLoadRequest req, StreamObserver<RepositoryModelLoadResponse> obs) {
+    @Override
+    public void repositoryModelLoad(RepositoryModelLoadRequest req, StreamObserver<RepositoryModelLoadResponse> obs) {
         repositoryCall("load", req.getModelName(), req.getParametersCount(), obs, () -> {
             service.load(req.getModelName());
             return RepositoryModelLoadResponse.getDefaultInstance();
         });
     }
 
-    private void unload(RepositoryModelUnloadRequest req, StreamObserver<RepositoryModelUnloadResponse> obs) {
+    @Override
+    public void repositoryModelUnload(RepositoryModelUnloadRequest req, StreamObserver<RepositoryModelUnloadResponse> obs) {
         repositoryCall("unload", req.getModelName(), req.getParametersCount(), obs, () -> {
             service.unload(req.getModelName());
             return RepositoryModelUnloadResponse.getDefaultInstance();
