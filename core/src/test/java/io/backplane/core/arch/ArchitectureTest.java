@@ -46,6 +46,13 @@ class ArchitectureTest {
     }
 
     @Test
+    void protocolMessages_stayInsideTheConfigParser() {
+        noClasses().that().resideInAPackage("io.backplane.core..").and().resideOutsideOfPackage("io.backplane.core.config..")
+                .should().dependOnClassesThat().resideInAPackage("io.backplane.protocol..")
+                .because("the generated Triton messages are the parser's input format, not a type the host passes around").check(classes);
+    }
+
+    @Test
     void corePackages_haveNoCycles() {
         slices().matching("io.backplane.core.(*)..").should().beFreeOfCycles().check(classes);
     }

@@ -34,7 +34,7 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * A plugin compiled at test time into its own jar, in its own backends sub-directory: it loads
  * through its own {@link PluginClassLoader}, runs with that loader as context class loader,
- * shares only the SPI with the host, and cannot see the core (STYLE 6, 7).
+ * shares only the SPI with the host, and cannot see the core or the host's protocol classes (STYLE 6, 7).
  */
 class PluginIsolationTest {
     @TempDir
@@ -66,10 +66,17 @@ class PluginIsolationTest {
                                             } catch (ClassNotFoundException e) {
                                                 core = "hidden";
                                             }
+                                            String protocol;
+                                            try {
+                                                Class.forName("io.backplane.protocol.inference.ModelConfig");
+                                                protocol = "visible";
+                                            } catch (ClassNotFoundException e) {
+                                                protocol = "hidden";
+                                            }
                                             String spiSame = String.valueOf(Tensor.class.getClassLoader() != ProbeFactory.class.getClassLoader());
                                             for (ScheduledRequest r : batch) {
                                                 r.sender().sendFinal(InferenceResponse.of(List.of(
-                                                        Tensor.ofStrings("OUT", new long[] {4}, tccl, self, core, spiSame))));
+                                                        Tensor.ofStrings("OUT", new long[] {5}, tccl, self, core, spiSame, protocol))));
                                             }
                                         }
                                         public void close() {}
@@ -133,7 +140,7 @@ class PluginIsolationTest {
 
     private static ModelConfig model(String name, String backend) {
         return ModelConfig.builder(name).backend(backend).input(TensorConfig.of("IN", DataType.INT64, 1))
-                .output(TensorConfig.of("OUT", DataType.BYTES, 4)).build();
+                .output(TensorConfig.of("OUT", DataType.BYTES, 5)).build();
     }
 
     @Test
@@ -147,6 +154,7 @@ class PluginIsolationTest {
             assertEquals("plugin-probe", facts.get(1), "the plugin's own loader");
             assertEquals("hidden", facts.get(2), "the core is not visible to plugins");
             assertEquals("true", facts.get(3), "SPI classes come from the host, not the plugin");
+            assertEquals("hidden", facts.get(4), "the host's protocol jar is not shared: a plugin that needs it carries its own");
         }
         Hygiene.assertNoBackplaneThreads();
     }
