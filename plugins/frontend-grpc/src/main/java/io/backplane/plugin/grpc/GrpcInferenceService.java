@@ -1,5 +1,7 @@
 package io.backplane.plugin.grpc;
 
+import io.backplane.protocol.ModelVersions;
+import io.backplane.protocol.ProtocolErrors;
 import io.backplane.protocol.inference.GRPCInferenceServiceGrpc;
 import io.backplane.protocol.inference.InferParameter;
 import io.backplane.protocol.inference.ModelConfigRequest;
@@ -40,9 +42,7 @@ import io.grpc.stub.StreamObserver;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.RejectedExecutionException;
@@ -104,13 +104,13 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
 
     @Override
     public void modelReady(ModelReadyRequest req, StreamObserver<ModelReadyResponse> obs) {
-        unary(obs, () -> ModelReadyResponse.newBuilder().setReady(service.isModelReady(req.getName(), ProtoTensors.version(req.getVersion()))).build());
+        unary(obs, () -> ModelReadyResponse.newBuilder().setReady(service.isModelReady(req.getName(), ModelVersions.parse(req.getVersion()))).build());
     }
 
     @Override
     public void modelMetadata(ModelMetadataRequest req, StreamObserver<ModelMetadataResponse> obs) {
         unary(obs, () -> {
-            ModelMetadata md = service.metadata(req.getName(), ProtoTensors.version(req.getVersion()));
+            ModelMetadata md = service.metadata(req.getName(), ModelVersions.parse(req.getVersion()));
             ModelMetadataResponse.Builder b = ModelMetadataResponse.newBuilder().setName(md.name())
                     .setPlatform(md.platform().isEmpty() ? md.backend() : md.platform());
             md.versions().forEach(v -> b.addVersions(Long.toString(v)));
@@ -129,7 +129,7 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
     @Override
     public void modelConfig(ModelConfigRequest req, StreamObserver<ModelConfigResponse> obs) {
         unary(obs, () -> ModelConfigResponse.newBuilder()
-                .setConfig(ConfigProtos.toProto(service.modelConfig(req.getName(), ProtoTensors.version(req.getVersion())))).build());
+                .setConfig(ConfigProtos.toProto(service.modelConfig(req.getName(), ModelVersions.parse(req.getVersion())))).build());
     }
 
     @Override
@@ -362,37 +362,23 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
     }
 
     private static ModelStreamInferResponse error(String model, String id, Throwable t) {
-        Throwable e = unwrap(t);
-        String msg = e instanceof BackplaneException b ? b.getMessage() : "internal error: " + e;
-        return ModelStreamInferResponse.newBuilder().setErrorMessage(String.valueOf(msg))
+        if (ProtocolErrors.isUnexpected(t)) {
+            log.warn("internal error serving a grpc stream request", ProtocolErrors.unwrap(t));
+        }
+        return ModelStreamInferResponse.newBuilder().setErrorMessage(String.valueOf(ProtocolErrors.classify(t).getMessage()))
                 .setInferResponse(ModelInferResponse.newBuilder().setModelName(model).setId(id)).build();
     }
 
-    private static Throwable unwrap(Throwable t) {
-        Throwable e = t;
-        while (e instanceof CompletionException && e.getCause() != null) {
-            e = e.getCause();
-        }
-        return e;
-    }
-
-    /** Maps an error to its gRPC status via {@link ErrorCode#grpcStatus()}. */
+    /** The gRPC status for {@code t}: its {@link ProtocolErrors category}'s {@link ErrorCode#grpcStatus()} and message. */
     static StatusRuntimeException status(Throwable t) {
-        Throwable e = unwrap(t);
-        if (e instanceof StatusRuntimeException s) {
+        if (ProtocolErrors.unwrap(t) instanceof StatusRuntimeException s) {
             return s;
         }
-        if (e instanceof CancellationException) {
-            return Status.CANCELLED.withDescription("the request was cancelled").asRuntimeException();
+        if (ProtocolErrors.isUnexpected(t)) {
+            log.warn("internal error serving a grpc call", ProtocolErrors.unwrap(t));
         }
-        if (e instanceof BackplaneException b) {
-            return Status.fromCode(Status.Code.valueOf(b.code().grpcStatus())).withDescription(b.getMessage()).asRuntimeException();
-        }
-        if (e instanceof IllegalArgumentException || e instanceof ArithmeticException) {
-            return Status.INVALID_ARGUMENT.withDescription(e.getMessage()).asRuntimeException();
-        }
-        log.warn("internal error serving a grpc call", e);
-        return Status.INTERNAL.withDescription("internal error: " + e).withCause(e).asRuntimeException();
+        BackplaneException b = ProtocolErrors.classify(t);
+        return Status.fromCode(Status.Code.valueOf(b.code().grpcStatus())).withDescription(b.getMessage()).withCause(b.getCause())
+                .asRuntimeException();
     }
-
 }
