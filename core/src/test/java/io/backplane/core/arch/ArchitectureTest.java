@@ -2,8 +2,11 @@ package io.backplane.core.arch;
 
 import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.classes;
 import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
+import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noMethods;
 import static com.tngtech.archunit.library.dependencies.SlicesRuleDefinition.slices;
 
+import com.tngtech.archunit.base.DescribedPredicate;
+import com.tngtech.archunit.core.domain.JavaClass;
 import com.tngtech.archunit.core.domain.JavaClasses;
 import com.tngtech.archunit.core.importer.ClassFileImporter;
 import com.tngtech.archunit.core.importer.ImportOption;
@@ -50,6 +53,14 @@ class ArchitectureTest {
         noClasses().that().resideInAPackage("io.backplane.core..").and().resideOutsideOfPackage("io.backplane.core.config..")
                 .should().dependOnClassesThat().resideInAPackage("io.backplane.protocol..")
                 .because("the generated Triton messages are the parser's input format, not a type the host passes around").check(classes);
+    }
+
+    @Test
+    void publicCoreMethods_neverTakeOrReturnProtocolTypes() {
+        DescribedPredicate<JavaClass> protocol = JavaClass.Predicates.resideInAPackage("io.backplane.protocol..");
+        noMethods().that().arePublic().and().areDeclaredInClassesThat().resideInAPackage("io.backplane.core..")
+                .should().haveRawReturnType(protocol).orShould().haveRawParameterTypes(DescribedPredicate.anyElementThat(protocol))
+                .because("an embedding application and the testkit see SPI values, never generated messages").check(classes);
     }
 
     @Test
