@@ -132,7 +132,7 @@ public final class TensorFill {
     public TensorFill setDouble(int i, double value) {
         switch (type) {
             case FP16 -> data.setAtIndex(SHORT, i, Float.floatToFloat16((float) value));
-            case BF16 -> data.setAtIndex(SHORT, i, bf16((float) value));
+            case BF16 -> data.setAtIndex(SHORT, i, Tensor.toBf16Bits((float) value));
             case FP32 -> data.setAtIndex(FLOAT, i, (float) value);
             case FP64 -> data.setAtIndex(DOUBLE, i, value);
             default -> throw wrongKind(i, Double.toString(value), type == DataType.BOOL ? "true or false" : "an integer");
@@ -143,14 +143,6 @@ public final class TensorFill {
     /** The tensor; call once, after every element is set. */
     public Tensor build() {
         return Tensor.of(name, type, shape, data);
-    }
-
-    private static short bf16(float f) {
-        int bits = Float.floatToRawIntBits(f);
-        if (Float.isNaN(f)) {
-            return (short) ((bits >>> 16) | 0x40);
-        }
-        return (short) ((bits + 0x7FFF + ((bits >>> 16) & 1)) >>> 16);
     }
 
     private long range(int i, long value, long min, long max) {

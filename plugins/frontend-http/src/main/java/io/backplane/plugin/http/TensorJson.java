@@ -92,10 +92,6 @@ final class TensorJson {
         return fill.build();
     }
 
-    static float fromBf16(short s) {
-        return Float.intBitsToFloat((s & 0xFFFF) << 16);
-    }
-
     private static double real(String name, DataType type, int i, JsonNode v) {
         if (v.isNumber()) {
             return v.doubleValue();
@@ -184,7 +180,7 @@ final class TensorJson {
             }
             case BF16 -> {
                 for (int i = 0; i < n; i++) {
-                    writeFloat(g, fromBf16(s.getAtIndex(SHORT, i)));
+                    writeFloat(g, Tensor.fromBf16Bits(s.getAtIndex(SHORT, i)));
                 }
             }
             case FP32 -> {
