@@ -26,6 +26,8 @@ import io.backplane.spi.host.FrontendFactory;
 import io.backplane.spi.host.HostListener;
 import io.backplane.spi.host.InferenceService;
 import io.backplane.spi.host.ModelMetadata;
+import io.backplane.spi.host.ModelState;
+import io.backplane.spi.host.ModelStatistics;
 import io.backplane.spi.host.ModelStatus;
 import io.backplane.spi.host.RequestHandle;
 import io.backplane.spi.host.ResponseObserver;
@@ -201,6 +203,24 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
     @Override
     public List<ModelStatus> repositoryIndex() {
         return runtime.registry().index();
+    }
+
+    @Override
+    public List<ModelStatistics> statistics(String model, long version) {
+        requireNonNull(model, "model is null");
+        List<ModelStatistics> out = new ArrayList<>();
+        for (ModelStatus s : repositoryIndex()) {
+            if (s.state() == ModelState.READY && (model.isEmpty() || s.name().equals(model))
+                    && (version == InferenceRequest.LATEST || s.version() == version)) {
+                out.add(runtime.context().statistics().snapshot(s.name(), s.version()));
+            }
+        }
+        if (out.isEmpty() && !model.isEmpty()) {
+            throw BackplaneException.notFound(version == InferenceRequest.LATEST
+                    ? "requested model '" + model + "' is not found"
+                    : "requested model '" + model + "' version " + version + " is not found");
+        }
+        return out;
     }
 
     /** Names of the installed backends. */

@@ -27,6 +27,7 @@ public final class HostContext {
     private final LongAdder duplicateReleases = new LongAdder();
     private final Ticker ticker;
     private final Listeners listeners;
+    private final Statistics statistics = new Statistics();
     private final Watchdog watchdog = new Watchdog();
     private final Duration unloadTimeout;
     private final Duration restartBackoffMin;
@@ -40,6 +41,7 @@ public final class HostContext {
         this.restartBackoffMin = requireNonNull(restartBackoffMin, "restartBackoffMin is null");
         this.restartBackoffMax = requireNonNull(restartBackoffMax, "restartBackoffMax is null");
         this.listeners = new Listeners(initial);
+        this.listeners.add(statistics);
         this.callerRuns = callerRuns;
     }
 
@@ -54,6 +56,11 @@ public final class HostContext {
     /** The listener that fans out to every registered one, guarding each. */
     public HostListener listener() {
         return listeners;
+    }
+
+    /** The statistics the core keeps per model version (Triton's statistics extension). */
+    public Statistics statistics() {
+        return statistics;
     }
 
     public void addListener(HostListener l) {

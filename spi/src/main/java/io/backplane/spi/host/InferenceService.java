@@ -58,6 +58,17 @@ public interface InferenceService {
     /** Registers a listener for request and instance events (metrics). */
     void addListener(HostListener listener);
 
+    /**
+     * Statistics of the ready versions of a model, or of every model when {@code model} is empty
+     * (Triton's statistics extension). {@code version} {@link io.backplane.spi.InferenceRequest#LATEST}
+     * means every ready version.
+     *
+     * @throws io.backplane.spi.BackplaneException NOT_FOUND when a named model or version is not ready
+     */
+    default List<ModelStatistics> statistics(String model, long version) {
+        return List.of();
+    }
+
     /** Backplane's version string. */
     String version();
 }

@@ -1,9 +1,16 @@
 package io.backplane.plugin.grpc;
 
+import io.backplane.protocol.Extensions;
 import io.backplane.protocol.ModelVersions;
 import io.backplane.protocol.ProtocolErrors;
 import io.backplane.protocol.inference.GRPCInferenceServiceGrpc;
+import io.backplane.protocol.inference.InferBatchStatistics;
 import io.backplane.protocol.inference.InferParameter;
+import io.backplane.protocol.inference.InferStatistics;
+import io.backplane.protocol.inference.MemoryUsage;
+import io.backplane.protocol.inference.ModelStatisticsRequest;
+import io.backplane.protocol.inference.ModelStatisticsResponse;
+import io.backplane.protocol.inference.StatisticDuration;
 import io.backplane.protocol.inference.ModelConfigRequest;
 import io.backplane.protocol.inference.ModelConfigResponse;
 import io.backplane.protocol.inference.ModelInferRequest;
@@ -32,6 +39,7 @@ import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.host.InferenceService;
 import io.backplane.spi.host.ModelMetadata;
 import io.backplane.spi.host.ModelState;
+import io.backplane.spi.host.ModelStatistics;
 import io.backplane.spi.host.ModelStatus;
 import io.backplane.spi.host.RequestHandle;
 import io.backplane.spi.host.ResponseObserver;
@@ -54,12 +62,11 @@ import org.slf4j.LoggerFactory;
  * {@code inference.GRPCInferenceService} over an {@link InferenceService}, on the stubs generated
  * from Triton's grpc_service.proto (backplane-protocol). Calls run on the transport threads (direct
  * executor) and never block them: inference completes from the thread that ends the request;
- * repository load and unload run on the admin executor. The RPCs not overridden here (statistics,
- * shared memory, trace, log settings) answer UNIMPLEMENTED from the generated base class.
+ * repository load and unload run on the admin executor. The RPCs not overridden here (shared memory, trace, log settings) answer UNIMPLEMENTED from the generated base class.
  */
 final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceServiceImplBase {
     private static final Logger log = LoggerFactory.getLogger(GrpcInferenceService.class);
-    static final List<String> EXTENSIONS = List.of("model_repository", "model_configuration", "parameters");
+    static final List<String> EXTENSIONS = Extensions.SERVED;
 
     private final InferenceService service;
     private final ExecutorService admin;
@@ -124,6 +131,35 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
             }
             return b.build();
         });
+    }
+
+    @Override
+    public void modelStatistics(ModelStatisticsRequest req, StreamObserver<ModelStatisticsResponse> obs) {
+        unary(obs, () -> {
+            ModelStatisticsResponse.Builder b = ModelStatisticsResponse.newBuilder();
+            for (ModelStatistics st : service.statistics(req.getName(), ModelVersions.parse(req.getVersion()))) {
+                InferStatistics.Builder inf = InferStatistics.newBuilder().setSuccess(duration(st.success())).setFail(duration(st.fail()))
+                        .setQueue(duration(st.queue())).setComputeInput(duration(st.computeInput()))
+                        .setComputeInfer(duration(st.computeInfer())).setComputeOutput(duration(st.computeOutput()))
+                        .setCacheHit(duration(ModelStatistics.Duration.ZERO)).setCacheMiss(duration(ModelStatistics.Duration.ZERO));
+                var m = io.backplane.protocol.inference.ModelStatistics.newBuilder().setName(st.name())
+                        .setVersion(Long.toString(st.version())).setLastInference(st.lastInference())
+                        .setInferenceCount(st.inferenceCount()).setExecutionCount(st.executionCount()).setInferenceStats(inf);
+                for (ModelStatistics.BatchStatistics bs : st.batches()) {
+                    m.addBatchStats(InferBatchStatistics.newBuilder().setBatchSize(bs.batchSize()).setComputeInput(duration(bs.computeInput()))
+                            .setComputeInfer(duration(bs.computeInfer())).setComputeOutput(duration(bs.computeOutput())));
+                }
+                for (ModelStatistics.MemoryUsage mu : st.memoryUsage()) {
+                    m.addMemoryUsage(MemoryUsage.newBuilder().setType(mu.type()).setId(mu.id()).setByteSize(mu.bytes()));
+                }
+                b.addModelStats(m);
+            }
+            return b.build();
+        });
+    }
+
+    private static StatisticDuration duration(ModelStatistics.Duration d) {
+        return StatisticDuration.newBuilder().setCount(d.count()).setNs(d.nanos()).build();
     }
 
     @Override

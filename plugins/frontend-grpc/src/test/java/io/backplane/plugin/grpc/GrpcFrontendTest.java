@@ -336,12 +336,40 @@ class GrpcFrontendTest {
 
     @Test
     void extensionsNotServed_answerUnimplemented_andTheServerStillServes() {
-        assertEquals(Status.Code.UNIMPLEMENTED, code(() -> client.modelStatistics(ModelStatisticsRequest.getDefaultInstance())));
         assertEquals(Status.Code.UNIMPLEMENTED, code(() -> client.systemSharedMemoryStatus(SystemSharedMemoryStatusRequest.getDefaultInstance())));
         assertEquals(Status.Code.UNIMPLEMENTED, code(() -> client.cudaSharedMemoryRegister(CudaSharedMemoryRegisterRequest.getDefaultInstance())));
         assertEquals(Status.Code.UNIMPLEMENTED, code(() -> client.traceSetting(TraceSettingRequest.getDefaultInstance())));
         assertEquals(Status.Code.UNIMPLEMENTED, code(() -> client.logSettings(LogSettingsRequest.getDefaultInstance())));
         assertTrue(client.serverLive(ServerLiveRequest.getDefaultInstance()).getLive());
+    }
+
+    @Test
+    void modelStatistics_afterInfers_countsSuccessFailureAndExecutions() {
+        client.modelInfer(fp32("identity", 1f, 2f));
+        client.modelInfer(fp32("identity", 3f));
+        assertEquals(Status.Code.INTERNAL, code(() -> client.modelInfer(fp32("fail", 1f))));
+        var all = client.modelStatistics(ModelStatisticsRequest.getDefaultInstance());
+        assertTrue(all.getModelStatsList().stream().anyMatch(m -> m.getName().equals("repeat")), all.toString());
+        var id = client.modelStatistics(ModelStatisticsRequest.newBuilder().setName("identity").build()).getModelStats(0);
+        assertEquals("1", id.getVersion());
+        assertEquals(2, id.getInferenceStats().getSuccess().getCount());
+        assertEquals(2, id.getInferenceStats().getQueue().getCount());
+        assertEquals(2, id.getInferenceStats().getComputeInfer().getCount());
+        assertTrue(id.getInferenceStats().getSuccess().getNs() > 0);
+        assertEquals(2, id.getExecutionCount());
+        assertTrue(id.getLastInference() > 0);
+        var fail = client.modelStatistics(ModelStatisticsRequest.newBuilder().setName("fail").setVersion("1").build()).getModelStats(0);
+        assertEquals(1, fail.getInferenceStats().getFail().getCount());
+        assertEquals(0, fail.getInferenceStats().getSuccess().getCount());
+        assertEquals(Status.Code.NOT_FOUND, code(() -> client.modelStatistics(ModelStatisticsRequest.newBuilder().setName("nope").build())));
+        assertEquals(Status.Code.NOT_FOUND, code(() -> client.modelStatistics(ModelStatisticsRequest.newBuilder().setName("spare").build())));
+    }
+
+    @Test
+    void serverMetadata_listsTheSameExtensionsAsRest() {
+        ServerMetadataResponse md = client.serverMetadata(ServerMetadataRequest.getDefaultInstance());
+        assertEquals(io.backplane.protocol.Extensions.SERVED, md.getExtensionsList());
+        assertTrue(md.getExtensionsList().contains("statistics"));
     }
 
     @Test

@@ -2,6 +2,7 @@ package io.backplane.plugin.http;
 
 import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.databind.JsonNode;
+import io.backplane.protocol.Extensions;
 import io.backplane.protocol.ModelVersions;
 import io.backplane.protocol.ProtocolErrors;
 import io.backplane.spi.BackplaneException;
@@ -13,6 +14,7 @@ import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.host.InferenceService;
 import io.backplane.spi.host.ModelMetadata;
 import io.backplane.spi.host.ModelState;
+import io.backplane.spi.host.ModelStatistics;
 import io.backplane.spi.host.ModelStatus;
 import io.backplane.spi.host.RequestHandle;
 import io.backplane.spi.host.ResponseObserver;
@@ -62,7 +64,7 @@ import org.slf4j.LoggerFactory;
 final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
     private static final Logger log = LoggerFactory.getLogger(RestHandler.class);
     static final AsciiString HEADER_LENGTH = AsciiString.cached("Inference-Header-Content-Length");
-    static final List<String> EXTENSIONS = List.of("binary_tensor_data", "model_repository", "model_configuration", "parameters", "generate");
+    static final List<String> EXTENSIONS = Extensions.SERVED;
 
     private final InferenceService service;
     private final ExecutorService admin;
@@ -174,6 +176,11 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         if (n < 3) {
             throw notFound(path);
         }
+        if (n == 3 && seg.get(2).equals("stats")) {
+            requireMethod(req.method(), HttpMethod.GET, path);
+            reply.send(Responses.json(HttpResponseStatus.OK, statistics(service.statistics("", InferenceRequest.LATEST)), reply.keepAlive));
+            return;
+        }
         String model = seg.get(2);
         long version = InferenceRequest.LATEST;
         int i = 3;
@@ -201,6 +208,10 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
                     throw BackplaneException.unavailable("model '" + model + "'" + (version == InferenceRequest.LATEST ? "" : " version " + version)
                             + " is not ready");
                 }
+            }
+            case "stats" -> {
+                requireMethod(m, HttpMethod.GET, path);
+                reply.send(Responses.json(HttpResponseStatus.OK, statistics(service.statistics(model, version)), reply.keepAlive));
             }
             case "config" -> {
                 requireMethod(m, HttpMethod.GET, path);
@@ -490,6 +501,61 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         throw notFound(path);
     }
 
+    /** Triton's statistics extension body: {@code {"model_stats":[...]}}. */
+    private static ByteBuf statistics(List<ModelStatistics> all) {
+        return write(g -> {
+            g.writeStartObject();
+            g.writeArrayFieldStart("model_stats");
+            for (ModelStatistics st : all) {
+                g.writeStartObject();
+                g.writeStringField("name", st.name());
+                g.writeStringField("version", Long.toString(st.version()));
+                g.writeNumberField("last_inference", st.lastInference());
+                g.writeNumberField("inference_count", st.inferenceCount());
+                g.writeNumberField("execution_count", st.executionCount());
+                g.writeObjectFieldStart("inference_stats");
+                duration(g, "success", st.success());
+                duration(g, "fail", st.fail());
+                duration(g, "queue", st.queue());
+                duration(g, "compute_input", st.computeInput());
+                duration(g, "compute_infer", st.computeInfer());
+                duration(g, "compute_output", st.computeOutput());
+                duration(g, "cache_hit", ModelStatistics.Duration.ZERO);
+                duration(g, "cache_miss", ModelStatistics.Duration.ZERO);
+                g.writeEndObject();
+                g.writeArrayFieldStart("batch_stats");
+                for (ModelStatistics.BatchStatistics b : st.batches()) {
+                    g.writeStartObject();
+                    g.writeNumberField("batch_size", b.batchSize());
+                    duration(g, "compute_input", b.computeInput());
+                    duration(g, "compute_infer", b.computeInfer());
+                    duration(g, "compute_output", b.computeOutput());
+                    g.writeEndObject();
+                }
+                g.writeEndArray();
+                g.writeArrayFieldStart("memory_usage");
+                for (ModelStatistics.MemoryUsage mu : st.memoryUsage()) {
+                    g.writeStartObject();
+                    g.writeStringField("type", mu.type());
+                    g.writeNumberField("id", mu.id());
+                    g.writeNumberField("byte_size", mu.bytes());
+                    g.writeEndObject();
+                }
+                g.writeEndArray();
+                g.writeEndObject();
+            }
+            g.writeEndArray();
+            g.writeEndObject();
+        });
+    }
+
+    private static void duration(JsonGenerator g, String name, ModelStatistics.Duration d) throws IOException {
+        g.writeObjectFieldStart(name);
+        g.writeNumberField("count", d.count());
+        g.writeNumberField("ns", d.nanos());
+        g.writeEndObject();
+    }
+
     private ByteBuf serverMetadata() {
         return write(g -> {
             g.writeStartObject();
@@ -579,7 +645,7 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
     }
 
     private static BackplaneException notFound(String path) {
-        return BackplaneException.notFound("no endpoint at '" + path + "'; see /v2, /v2/health/{live,ready}, /v2/models/{model}[/versions/{v}][/ready|/config|/infer|/generate|/generate_stream], /v2/repository/...");
+        return BackplaneException.notFound("no endpoint at '" + path + "'; see /v2, /v2/health/{live,ready}, /v2/models/{model}[/versions/{v}][/ready|/config|/stats|/infer|/generate|/generate_stream], /v2/repository/...");
     }
 
     private static final class MethodNotAllowed extends RuntimeException {

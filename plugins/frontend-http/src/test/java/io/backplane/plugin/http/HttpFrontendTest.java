@@ -110,6 +110,46 @@ class HttpFrontendTest {
         assertEquals("backplane", md.get("name").asText());
         assertEquals(host.version(), md.get("version").asText());
         assertTrue(md.get("extensions").toString().contains("binary_tensor_data"));
+        List<String> ext = new java.util.ArrayList<>();
+        md.get("extensions").forEach(e -> ext.add(e.asText()));
+        assertEquals(io.backplane.protocol.Extensions.SERVED, ext);
+    }
+
+    @Test
+    void statistics_afterInfers_reportTritonFieldsPerModelAndVersion() throws Exception {
+        assertStillServes();
+        assertStillServes();
+        assertEquals(500, post("/v2/models/fail/infer", "{\"inputs\":[{\"name\":\"IN0\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]}")
+                .statusCode());
+        for (String path : List.of("/v2/models/identity/stats", "/v2/models/identity/versions/1/stats")) {
+            HttpResponse<String> r = get(path);
+            assertEquals(200, r.statusCode(), r.body());
+            JsonNode st = json(r).get("model_stats");
+            assertEquals(1, st.size(), r.body());
+            JsonNode m = st.get(0);
+            assertEquals("identity", m.get("name").asText());
+            assertEquals("1", m.get("version").asText());
+            assertEquals(2, m.get("inference_count").asLong(), r.body());
+            assertEquals(2, m.get("execution_count").asLong(), r.body());
+            assertTrue(m.get("last_inference").asLong() > 0, r.body());
+            JsonNode inf = m.get("inference_stats");
+            assertEquals(2, inf.get("success").get("count").asLong(), r.body());
+            assertTrue(inf.get("success").get("ns").asLong() > 0, r.body());
+            for (String f : List.of("queue", "compute_input", "compute_infer", "compute_output")) {
+                assertEquals(2, inf.get(f).get("count").asLong(), f + " in " + r.body());
+            }
+            assertEquals(0, inf.get("fail").get("count").asLong(), r.body());
+            assertEquals(2, m.get("batch_stats").get(0).get("compute_infer").get("count").asLong(), r.body());
+        }
+        JsonNode fail = json(get("/v2/models/fail/stats")).get("model_stats").get(0);
+        assertEquals(1, fail.get("inference_stats").get("fail").get("count").asLong(), fail.toString());
+        JsonNode all = json(get("/v2/models/stats")).get("model_stats");
+        assertEquals(6, all.size(), all.toString());
+        HttpResponse<String> unknown = get("/v2/models/nope/stats");
+        assertEquals(404, unknown.statusCode(), unknown.body());
+        assertTrue(error(unknown).contains("'nope'"), unknown.body());
+        assertEquals(404, get("/v2/models/spare/stats").statusCode());
+        assertEquals(404, get("/v2/models/identity/versions/7/stats").statusCode());
     }
 
     @Test
