@@ -143,22 +143,29 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
     @Override
     public void load(String model) {
         checkRunning();
-        checkExplicit("load");
-        runtime.registry().load(model);
+        checkExplicit();
+        try {
+            runtime.registry().load(model);
+        } catch (BackplaneException e) {
+            // Triton's wording, which clients and scripts match on: "failed to load '<m>', <why>".
+            throw new BackplaneException(e.code(), "failed to load '" + model + "', " + e.getMessage(), e);
+        }
     }
 
     /** Unloads a model (L7): returns within the unload deadline with every request ended. */
     @Override
     public void unload(String model) {
         checkRunning();
-        checkExplicit("unload");
+        checkExplicit();
         runtime.registry().unload(model);
     }
 
-    private void checkExplicit(String op) {
+    /** Triton's answer outside explicit mode: UNAVAILABLE with the text its clients match on, then what to do. */
+    private void checkExplicit() {
         if (runtime.options().controlMode() != ModelControlMode.EXPLICIT) {
-            throw new BackplaneException(ErrorCode.UNSUPPORTED, "cannot " + op + " models in model control mode "
-                    + runtime.options().controlMode() + "; start the host with ModelControlMode.EXPLICIT");
+            throw new BackplaneException(ErrorCode.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled"
+                    + " (model control mode is " + runtime.options().controlMode() + "; start the host with ModelControlMode.EXPLICIT,"
+                    + " or `backplane serve --model-control-mode explicit`)");
         }
     }
 

@@ -2,7 +2,9 @@ package io.backplane.spi;
 
 /**
  * The category of a {@link BackplaneException}. Each category maps to one HTTP status and one
- * gRPC status so that every transport reports the same class of error for the same failure.
+ * gRPC status so that every transport reports the same class of error for the same failure; the
+ * table (and how Triton's codes map onto it) is in docs/protocols.md. New codes are added at the
+ * end: the python backend's wire carries the ordinal.
  */
 public enum ErrorCode {
     /** The request or configuration is wrong; retrying the same input fails again. */
@@ -17,12 +19,16 @@ public enum ErrorCode {
     CANCELLED(499, "CANCELLED"),
     /** The request's timeout passed before it completed. */
     DEADLINE_EXCEEDED(504, "DEADLINE_EXCEEDED"),
-    /** The request asked for something this model or backend does not support. */
-    UNSUPPORTED(400, "UNIMPLEMENTED"),
+    /** The request asked for something this model or backend does not support (HTTP 501 as Triton answers). */
+    UNSUPPORTED(501, "UNIMPLEMENTED"),
     /** A payload exceeded a configured size limit. */
     TOO_LARGE(413, "RESOURCE_EXHAUSTED"),
     /** A bug or an unexpected failure inside Backplane or a backend. */
-    INTERNAL(500, "INTERNAL");
+    INTERNAL(500, "INTERNAL"),
+    /** A failure of no known category (Triton's UNKNOWN, e.g. a Python model's {@code TritonError.UNKNOWN}). */
+    UNKNOWN(400, "UNKNOWN"),
+    /** What the request would create exists already (Triton's ALREADY_EXISTS). */
+    ALREADY_EXISTS(400, "ALREADY_EXISTS");
 
     private final int httpStatus;
     private final String grpcStatus;

@@ -476,10 +476,6 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
                             + " are not supported; load models from the repository as they are");
                 }
             }
-            if (!service.modelControlEnabled()) {
-                throw new BackplaneException(ErrorCode.UNSUPPORTED, "cannot " + seg.get(4) + " model '" + model
-                        + "': the server does not run in explicit model control mode");
-            }
             try {
                 admin.execute(() -> {
                     try {

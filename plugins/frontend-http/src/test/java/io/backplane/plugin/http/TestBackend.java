@@ -74,6 +74,12 @@ public final class TestBackend implements BackendFactory {
                 .output(TensorConfig.of("OUT0", DataType.FP32, -1)).parameter("mode", "fail").build();
     }
 
+    /** A model that fails every batch with the {@code ErrorCode} named by its first request's parameter {@code code}. */
+    public static ModelConfig erroring(String name) {
+        return ModelConfig.builder(name).backend(NAME).input(TensorConfig.of("IN0", DataType.FP32, -1))
+                .output(TensorConfig.of("OUT0", DataType.FP32, -1)).parameter("mode", "error").build();
+    }
+
     /** A model whose instance reports itself failed on every batch (the core restarts it). */
     public static ModelConfig crashing(String name) {
         return ModelConfig.builder(name).backend(NAME).input(TensorConfig.of("IN0", DataType.FP32, -1))
@@ -96,6 +102,11 @@ public final class TestBackend implements BackendFactory {
                                 executed.incrementAndGet();
                                 switch (mode) {
                                     case "fail" -> throw new IllegalStateException("the test model failed on purpose");
+                                    case "error" -> {
+                                        Object code = batch.get(0).request().parameters().get("code");
+                                        throw new io.backplane.spi.BackplaneException(io.backplane.spi.ErrorCode.valueOf(String.valueOf(code)),
+                                                "the test model failed with " + code + " on purpose");
+                                    }
                                     case "crash" -> {
                                         ictx.reportFailure(new IllegalStateException("the test instance crashed on purpose"));
                                         return;
