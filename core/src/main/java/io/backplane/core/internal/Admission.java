@@ -75,6 +75,7 @@ final class Admission implements RequestState.Hold {
         this.queue = requireNonNull(queue, "queue is null");
         this.inline = List.copyOf(callerRuns);
         state.set(ModelState.READY);
+        host.listener().versionLoaded(name, version);
     }
 
     /** READY → UNLOADING: from now on new requests are refused. False when the version was not READY. */

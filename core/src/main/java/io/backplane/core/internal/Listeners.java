@@ -38,6 +38,11 @@ final class Listeners implements HostListener {
     }
 
     @Override
+    public void versionLoaded(String model, long version) {
+        each(l -> l.versionLoaded(model, version));
+    }
+
+    @Override
     public void requestAccepted(String model, long version) {
         each(l -> l.requestAccepted(model, version));
     }

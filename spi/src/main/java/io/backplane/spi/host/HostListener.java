@@ -18,6 +18,13 @@ public interface HostListener {
         OTHER
     }
 
+    /**
+     * A model version became ready to serve (its load or reload finished). Metrics create a
+     * version's series here, so series exist only for models in the repository.
+     */
+    default void versionLoaded(String model, long version) {
+    }
+
     /** A request was accepted and queued. */
     default void requestAccepted(String model, long version) {
     }

@@ -3,6 +3,8 @@ package io.backplane.plugin.metrics;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.host.Frontend;
 import io.backplane.spi.host.InferenceService;
+import io.backplane.spi.host.ModelState;
+import io.backplane.spi.host.ModelStatus;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
@@ -46,10 +48,12 @@ import org.slf4j.LoggerFactory;
 /** Serves the registry's Prometheus text at {@code /metrics}; one event-loop thread, {@code backplane-metrics-*}. */
 final class MetricsFrontend implements Frontend {
     private static final Logger log = LoggerFactory.getLogger(MetricsFrontend.class);
-    static final Set<String> OPTIONS = Set.of("host", "port");
+    static final Set<String> OPTIONS = Set.of("host", "port", "backplane_names", "triton_names");
 
     private final PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
-    private final MetricsListener listener = new MetricsListener(registry);
+    private final MetricsListener listener;
+    private final @Nullable TritonMetrics triton;
+    private final boolean backplane;
     private final InferenceService service;
     private final String host;
     private final int port;
@@ -76,6 +80,22 @@ final class MetricsFrontend implements Frontend {
         if (port < 0 || port > 65535) {
             throw BackplaneException.invalid("metrics plugin: option port=" + port + " is out of range [0, 65535]");
         }
+        this.backplane = flag(options, "backplane_names");
+        this.triton = flag(options, "triton_names") ? new TritonMetrics() : null;
+        if (!backplane && triton == null) {
+            throw BackplaneException.invalid("metrics plugin: backplane_names=false and triton_names=false leave nothing to serve;"
+                    + " keep one family on, or disable the metrics plugin");
+        }
+        this.listener = new MetricsListener(registry, backplane, triton);
+    }
+
+    private static boolean flag(Map<String, String> options, String key) {
+        String v = options.getOrDefault(key, "true").trim();
+        return switch (v) {
+            case "true" -> true;
+            case "false" -> false;
+            default -> throw BackplaneException.invalid("metrics plugin: option " + key + "='" + v + "' must be true or false");
+        };
     }
 
     /** The registry behind {@code /metrics} (for tests and embedding). */
@@ -88,10 +108,17 @@ final class MetricsFrontend implements Frontend {
         if (!started.compareAndSet(false, true)) {
             throw new IllegalStateException("metrics plugin already started");
         }
-        Gauge.builder("backplane.server.live", service, s -> s.isLive() ? 1 : 0).description("1 while the host runs").register(registry);
-        Gauge.builder("backplane.server.ready", service, s -> s.isReady() ? 1 : 0)
-                .description("1 while every loaded model has a ready version (strict readiness)").register(registry);
+        if (backplane) {
+            Gauge.builder("backplane.server.live", service, s -> s.isLive() ? 1 : 0).description("1 while the host runs").register(registry);
+            Gauge.builder("backplane.server.ready", service, s -> s.isReady() ? 1 : 0)
+                    .description("1 while every loaded model has a ready version (strict readiness)").register(registry);
+        }
         service.addListener(listener);
+        for (ModelStatus s : service.repositoryIndex()) {
+            if (s.state() == ModelState.READY) {
+                listener.versionLoaded(s.name(), s.version());
+            }
+        }
         group = new MultiThreadIoEventLoopGroup(1, new DefaultThreadFactory("backplane-metrics", true), NioIoHandler.newFactory());
         try {
             channel = new ServerBootstrap().group(group).channel(NioServerSocketChannel.class).childHandler(new ChannelInitializer<SocketChannel>() {
@@ -151,7 +178,7 @@ final class MetricsFrontend implements Frontend {
             } else if (!req.method().equals(HttpMethod.GET)) {
                 r = text(HttpResponseStatus.METHOD_NOT_ALLOWED, "{\"error\": \"/metrics accepts GET\"}", HttpHeaderValues.APPLICATION_JSON);
             } else {
-                r = text(HttpResponseStatus.OK, registry.scrape(), "text/plain; version=0.0.4; charset=utf-8");
+                r = text(HttpResponseStatus.OK, scrape(), "text/plain; version=0.0.4; charset=utf-8");
             }
             boolean keepAlive = HttpUtil.isKeepAlive(req);
             if (!keepAlive) {
@@ -167,6 +194,16 @@ final class MetricsFrontend implements Frontend {
         public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
             ctx.close();
         }
+    }
+
+    /** Both families in one Prometheus text body. */
+    String scrape() {
+        StringBuilder out = new StringBuilder(backplane ? registry.scrape() : "");
+        TritonMetrics t = triton;
+        if (t != null) {
+            t.render(out);
+        }
+        return out.toString();
     }
 
     private static FullHttpResponse text(HttpResponseStatus status, String body, CharSequence type) {

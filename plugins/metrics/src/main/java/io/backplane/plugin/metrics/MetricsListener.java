@@ -10,21 +10,27 @@ import java.time.Duration;
 import java.util.EnumMap;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import org.jspecify.annotations.Nullable;
 
 /**
- * Turns host events into meters, per model and version. Meters are created once per model
- * version and cached, so the hot path is a map lookup and an increment. After {@link #stop()}
- * events are ignored (the SPI has no way to remove a listener).
+ * Turns host events into meters, per model and version, in two families that can each be turned
+ * off: Backplane's ({@code backplane_*}, Micrometer) and Triton's ({@code nv_inference_*},
+ * {@link TritonMetrics}). A version's series are created when it loads ({@link #versionLoaded}),
+ * never by a request: requests naming a model that is not in the repository all count in one
+ * series, {@code model="_unknown"}, so clients cannot grow {@code /metrics}. The hot path is a map
+ * lookup and a few increments. After {@link #stop()} events are ignored (the SPI has no way to
+ * remove a listener).
  *
- * <p>Meters (Prometheus names):
+ * <p>Backplane meters (Prometheus names):
  * <ul>
  *   <li>{@code backplane_inference_success_total{model,version}}
  *   <li>{@code backplane_inference_failure_total{model,version,reason}}, reason one of
  *       {@code rejected}, {@code canceled}, {@code backend}, {@code other}; requests rejected
- *       before acceptance (unknown model, bad input) carry {@code version="none"}
+ *       before acceptance (bad input) carry {@code version="none"}
  *   <li>{@code backplane_inference_queue_duration_seconds{model,version}} (histogram)
  *   <li>{@code backplane_inference_compute_duration_seconds{model,version}} (histogram)
  *   <li>{@code backplane_inference_inflight_requests{model,version}} (gauge)
@@ -35,13 +41,20 @@ import java.util.concurrent.atomic.AtomicLong;
  * </ul>
  */
 final class MetricsListener implements HostListener {
-    private final MeterRegistry registry;
-    private final Map<Key, ModelMeters> meters = new ConcurrentHashMap<>();
-    private volatile boolean stopped;
-    static final int MAX_SERIES = 1024;
+    /** The one series every request for a model outside the repository counts in. */
+    static final String UNKNOWN = "_unknown";
 
-    MetricsListener(MeterRegistry registry) {
+    private final MeterRegistry registry;
+    private final boolean backplane;
+    private final @Nullable TritonMetrics triton;
+    private final Map<Key, ModelMeters> meters = new ConcurrentHashMap<>();
+    private final Set<String> known = ConcurrentHashMap.newKeySet();
+    private volatile boolean stopped;
+
+    MetricsListener(MeterRegistry registry, boolean backplane, @Nullable TritonMetrics triton) {
         this.registry = registry;
+        this.backplane = backplane;
+        this.triton = triton;
     }
 
     void stop() {
@@ -52,17 +65,27 @@ final class MetricsListener implements HostListener {
     }
 
     private final class ModelMeters {
+        final AtomicLong inFlight = new AtomicLong();
+        final TritonMetrics.@Nullable Series nv;
+        final @Nullable BackplaneMeters bp;
+
+        ModelMeters(String model, String version) {
+            nv = triton == null ? null : triton.series(model, version.equals("none") ? "" : version);
+            bp = backplane ? new BackplaneMeters(model, version, inFlight) : null;
+        }
+    }
+
+    private final class BackplaneMeters {
         final Counter success;
         final Map<Outcome, Counter> failures = new EnumMap<>(Outcome.class);
         final Timer queue;
         final Timer compute;
-        final AtomicLong inFlight = new AtomicLong();
         final Counter batches;
         final DistributionSummary batchSize;
         final Counter restarts;
         final Counter duplicates;
 
-        ModelMeters(String model, String version) {
+        BackplaneMeters(String model, String version, AtomicLong inFlight) {
             success = Counter.builder("backplane.inference.success").description("Requests that ended successfully")
                     .tags("model", model, "version", version).register(registry);
             for (Outcome o : Outcome.values()) {
@@ -90,23 +113,37 @@ final class MetricsListener implements HostListener {
         }
     }
 
+    private ModelMeters create(Key key) {
+        return meters.computeIfAbsent(key, k -> new ModelMeters(k.model(), k.version() > 0 ? Long.toString(k.version()) : "none"));
+    }
+
+    /** The meters of a version; a model outside the repository gets the one shared unknown series. */
     private ModelMeters of(String model, long version) {
-        Key k = new Key(model, version);
-        ModelMeters m = meters.get(k);
-        if (m == null) {
-            if (meters.size() >= MAX_SERIES) {
-                // Bounded cardinality: clients can name any model, so unknown names share one series.
-                k = new Key("_other", 0);
-            }
-            m = meters.computeIfAbsent(k, key -> new ModelMeters(key.model(), key.version() > 0 ? Long.toString(key.version()) : "none"));
+        ModelMeters m = meters.get(new Key(model, version));
+        if (m != null) {
+            return m;
         }
-        return m;
+        return create(known.contains(model) ? new Key(model, version) : new Key(UNKNOWN, 0));
+    }
+
+    /** Creates the series of a version when it is loaded (and of its model, for rejected requests). */
+    @Override
+    public void versionLoaded(String model, long version) {
+        if (!stopped) {
+            known.add(model);
+            create(new Key(model, version));
+            create(new Key(model, 0));
+        }
     }
 
     @Override
     public void requestAccepted(String model, long version) {
         if (!stopped) {
-            of(model, version).inFlight.incrementAndGet();
+            ModelMeters m = of(model, version);
+            m.inFlight.incrementAndGet();
+            if (m.nv != null) {
+                m.nv.pending.incrementAndGet();
+            }
         }
     }
 
@@ -115,8 +152,18 @@ final class MetricsListener implements HostListener {
         if (stopped) {
             return;
         }
-        ModelMeters m = of(model, version);
-        m.inFlight.decrementAndGet();
+        ModelMeters mm = of(model, version);
+        mm.inFlight.decrementAndGet();
+        if (mm.nv != null) {
+            TritonMetrics t = triton;
+            if (t != null) {
+                t.ended(mm.nv, outcome, queueNanos, computeNanos);
+            }
+        }
+        BackplaneMeters m = mm.bp;
+        if (m == null) {
+            return;
+        }
         if (outcome == Outcome.SUCCESS) {
             m.success.increment();
         } else {
@@ -133,31 +180,49 @@ final class MetricsListener implements HostListener {
     @Override
     public void requestRejected(String model, Outcome outcome) {
         if (!stopped) {
-            ModelMeters m = of(model, 0);
-            (outcome == Outcome.SUCCESS ? m.failures.get(Outcome.OTHER) : m.failures.get(outcome)).increment();
+            ModelMeters mm = of(model, 0);
+            Outcome o = outcome == Outcome.SUCCESS ? Outcome.OTHER : outcome;
+            if (mm.nv != null) {
+                mm.nv.failure.get(o).increment();
+            }
+            if (mm.bp != null) {
+                mm.bp.failures.get(o).increment();
+            }
         }
     }
 
     @Override
     public void batchExecuted(String model, long version, int requests, int batchSize) {
         if (!stopped) {
-            ModelMeters m = of(model, version);
-            m.batches.increment();
-            m.batchSize.record(batchSize);
+            ModelMeters mm = of(model, version);
+            if (mm.nv != null) {
+                mm.nv.executions.increment();
+                mm.nv.inferences.add(batchSize);
+            }
+            if (mm.bp != null) {
+                mm.bp.batches.increment();
+                mm.bp.batchSize.record(batchSize);
+            }
         }
     }
 
     @Override
     public void instanceRestarted(String model, long version, String instance) {
         if (!stopped) {
-            of(model, version).restarts.increment();
+            BackplaneMeters m = of(model, version).bp;
+            if (m != null) {
+                m.restarts.increment();
+            }
         }
     }
 
     @Override
     public void duplicateReleaseSuppressed(String model, long version) {
         if (!stopped) {
-            of(model, version).duplicates.increment();
+            BackplaneMeters m = of(model, version).bp;
+            if (m != null) {
+                m.duplicates.increment();
+            }
         }
     }
 }

@@ -3,6 +3,7 @@ package io.backplane.plugin.metrics;
 import io.backplane.plugin.http.TestBackend;
 import io.backplane.plugin.http.TestSupport;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -17,6 +18,7 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutionException;
 import org.junit.jupiter.api.Test;
@@ -82,7 +84,7 @@ class MetricsFrontendTest {
 
             assertEquals(3.0, sample(text, "backplane_inference_success_total", "model=\"identity\"", "version=\"1\""), text);
             assertEquals(1.0, sample(text, "backplane_inference_failure_total", "model=\"fail\"", "reason=\"backend\"", "version=\"1\""), text);
-            assertEquals(1.0, sample(text, "backplane_inference_failure_total", "model=\"nope\"", "reason=\"rejected\""), text);
+            assertEquals(1.0, sample(text, "backplane_inference_failure_total", "model=\"_unknown\"", "reason=\"rejected\""), text);
             assertEquals(1.0, sample(text, "backplane_inference_failure_total", "model=\"identity\"", "reason=\"rejected\"", "version=\"none\""), text);
             assertEquals(0.0, sample(text, "backplane_inference_failure_total", "model=\"identity\"", "reason=\"canceled\"", "version=\"1\""), text);
             assertEquals(3.0, sample(text, "backplane_inference_queue_duration_seconds_count", "model=\"identity\""), text);
@@ -93,12 +95,80 @@ class MetricsFrontendTest {
             assertEquals(1.0, sample(text, "backplane_server_live"), text);
             assertTrue(sample(text, "backplane_inference_batches_total", "model=\"identity\"") >= 3, text);
 
+            assertEquals(3.0, sample(text, "nv_inference_request_success", "model=\"identity\"", "version=\"1\""), text);
+            assertEquals(1.0, sample(text, "nv_inference_request_failure", "model=\"fail\"", "reason=\"BACKEND\"", "version=\"1\""), text);
+            assertEquals(3.0, sample(text, "nv_inference_exec_count", "model=\"identity\"", "version=\"1\""), text);
+            assertEquals(3.0, sample(text, "nv_inference_count", "model=\"identity\"", "version=\"1\""), text);
+            assertTrue(sample(text, "nv_inference_request_duration_us", "model=\"identity\"", "version=\"1\"") >= 0, text);
+            for (String n : List.of("nv_inference_queue_duration_us", "nv_inference_compute_input_duration_us", "nv_inference_compute_infer_duration_us",
+                    "nv_inference_compute_output_duration_us")) {
+                assertTrue(text.contains("# TYPE " + n + " counter\n"), n + " in " + text);
+            }
+            assertEquals(0.0, sample(text, "nv_inference_pending_request_count", "model=\"identity\"", "version=\"1\""), text);
+            assertFalse(text.contains("nv_inference_request_success_total"), "Triton's counters carry no _total suffix");
             HttpResponse<String> missing = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/other")).GET().build(),
                     HttpResponse.BodyHandlers.ofString());
             assertEquals(404, missing.statusCode());
             assertTrue(missing.body().contains("\"error\""));
         }
         TestSupport.assertPortClosed(port);
+        TestSupport.assertNoBackplaneThreads();
+    }
+
+    @Test
+    void series_existAtLoad_andUnknownNamesNeverGrowTheScrape() throws Exception {
+        try (BackplaneHost host = BackplaneHost.builder().backend(new TestBackend()).modelControlMode(ModelControlMode.EXPLICIT)
+                .model(TestBackend.identity("identity", DataType.FP32)).model(TestBackend.identity("later", DataType.FP32))
+                .loadModel("identity").build();
+                MetricsFrontend metrics = (MetricsFrontend) new MetricsFrontendFactory().create(TestSupport.context(host,
+                        Map.of("host", "127.0.0.1", "port", "0")))) {
+            metrics.start();
+            String before = metrics.scrape();
+            assertEquals(0.0, sample(before, "nv_inference_request_success", "model=\"identity\"", "version=\"1\""), before);
+            assertEquals(0.0, sample(before, "backplane_inference_success_total", "model=\"identity\"", "version=\"1\""), before);
+            assertEquals(-1.0, sample(before, "nv_inference_request_success", "model=\"later\""), before);
+            host.load("later");
+            assertEquals(0.0, sample(metrics.scrape(), "nv_inference_request_success", "model=\"later\"", "version=\"1\""));
+
+            host.infer(fp32("nope-0")).handle((r, e) -> null).get();
+            int lines = metrics.scrape().split("\n").length;
+            for (int i = 1; i < 1100; i++) {
+                host.infer(fp32("nope-" + i)).handle((r, e) -> null).get();
+            }
+            String after = metrics.scrape();
+            assertEquals(lines, after.split("\n").length, "1,100 unknown names added series");
+            assertEquals(1100.0, sample(after, "nv_inference_request_failure", "model=\"_unknown\"", "reason=\"REJECTED\""), after);
+            assertEquals(1100.0, sample(after, "backplane_inference_failure_total", "model=\"_unknown\"", "reason=\"rejected\""), after);
+            assertFalse(after.contains("nope-"), "no series names an unknown model");
+        }
+        TestSupport.assertNoBackplaneThreads();
+    }
+
+    @Test
+    void options_eitherFamilyOff_servesOnlyTheOther_bothOffRejected() throws Exception {
+        try (BackplaneHost host = BackplaneHost.builder().backend(new TestBackend()).modelControlMode(ModelControlMode.EXPLICIT)
+                .model(TestBackend.identity("identity", DataType.FP32)).loadModel("identity").build()) {
+            try (MetricsFrontend nvOnly = (MetricsFrontend) new MetricsFrontendFactory().create(TestSupport.context(host,
+                    Map.of("host", "127.0.0.1", "port", "0", "backplane_names", "false")))) {
+                nvOnly.start();
+                String text = nvOnly.scrape();
+                assertTrue(text.contains("nv_inference_request_success{"), text);
+                assertFalse(text.contains("backplane_"), text);
+            }
+            try (MetricsFrontend bpOnly = (MetricsFrontend) new MetricsFrontendFactory().create(TestSupport.context(host,
+                    Map.of("host", "127.0.0.1", "port", "0", "triton_names", "false")))) {
+                bpOnly.start();
+                String text = bpOnly.scrape();
+                assertTrue(text.contains("backplane_inference_success_total{"), text);
+                assertFalse(text.contains("nv_"), text);
+            }
+            BackplaneException e = assertThrows(BackplaneException.class, () -> new MetricsFrontendFactory().create(TestSupport.context(host,
+                    Map.of("backplane_names", "false", "triton_names", "false"))));
+            assertTrue(e.getMessage().contains("triton_names=false"), e.getMessage());
+            BackplaneException bad = assertThrows(BackplaneException.class, () -> new MetricsFrontendFactory().create(TestSupport.context(host,
+                    Map.of("triton_names", "yes"))));
+            assertTrue(bad.getMessage().contains("'yes'"), bad.getMessage());
+        }
         TestSupport.assertNoBackplaneThreads();
     }
 
