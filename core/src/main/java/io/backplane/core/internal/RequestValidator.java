@@ -7,7 +7,9 @@ import io.backplane.spi.Tensor;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.config.TensorConfig;
 import java.util.Arrays;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 
 /**
  * Checks a request against its model's config before it is queued, so a backend only ever sees
@@ -24,6 +26,13 @@ final class RequestValidator {
     static int validate(ModelConfig config, InferenceRequest request) {
         String model = config.name();
         int batch = -1;
+        Set<String> requested = new HashSet<>();
+        for (String o : request.requestedOutputs()) {
+            if (!requested.add(o)) {
+                throw BackplaneException.invalid("model '" + model + "': output '" + o + "' already exists in request;"
+                        + " request each output once");
+            }
+        }
         for (Tensor t : request.inputs()) {
             TensorConfig decl = config.input(t.name());
             if (decl == null) {

@@ -51,7 +51,7 @@ class ErrorTableTest {
     void start() throws Exception {
         host = BackplaneHost.builder().backend(new TestBackend()).modelControlMode(ModelControlMode.EXPLICIT).unloadTimeout(Duration.ofSeconds(5))
                 .model(TestBackend.erroring("error")).model(TestBackend.identity("identity", DataType.FP32))
-                .loadModel("error").build();
+                .loadModel("error").loadModel("identity").build();
         grpc = new GrpcFrontendFactory().create(TestSupport.context(host, Map.of("host", "127.0.0.1", "port", "0")));
         grpc.start();
         http = new HttpFrontendFactory().create(TestSupport.context(host, Map.of("host", "127.0.0.1", "port", "0")));
@@ -112,6 +112,20 @@ class ErrorTableTest {
         StatusRuntimeException e = org.junit.jupiter.api.Assertions.assertThrows(StatusRuntimeException.class, () -> client.modelInfer(req));
         assertEquals(grpcCode, e.getStatus().getCode(), e.getStatus().toString());
         assertTrue(String.valueOf(e.getStatus().getDescription()).contains("failed with " + code), e.getStatus().toString());
+    }
+
+    @Test
+    void infer_duplicateRequestedOutput_isInvalidArgumentOverRestAndGrpc() throws Exception {
+        HttpResponse<String> r = post("/v2/models/identity/infer", "{\"inputs\":[{\"name\":\"IN0\",\"datatype\":\"FP32\",\"shape\":[1],"
+                + "\"data\":[1]}],\"outputs\":[{\"name\":\"OUT0\"},{\"name\":\"OUT0\"}]}");
+        assertEquals(400, r.statusCode(), r.body());
+        assertTrue(r.body().contains("output 'OUT0' already exists in request"), r.body());
+        ModelInferRequest req = GrpcFrontendTest.fp32("identity", 1f).toBuilder()
+                .addOutputs(ModelInferRequest.InferRequestedOutputTensor.newBuilder().setName("OUT0"))
+                .addOutputs(ModelInferRequest.InferRequestedOutputTensor.newBuilder().setName("OUT0")).build();
+        StatusRuntimeException e = org.junit.jupiter.api.Assertions.assertThrows(StatusRuntimeException.class, () -> client.modelInfer(req));
+        assertEquals(Status.Code.INVALID_ARGUMENT, e.getStatus().getCode());
+        assertTrue(String.valueOf(e.getStatus().getDescription()).contains("output 'OUT0' already exists in request"), e.getStatus().toString());
     }
 
     @Test
