@@ -9,36 +9,17 @@ import io.backplane.protocol.inference.ModelInferRequest;
 import io.backplane.protocol.inference.ModelInferResponse;
 import io.backplane.protocol.inference.ModelMetadataRequest;
 import io.backplane.protocol.inference.ModelMetadataResponse;
+import io.backplane.protocol.inference.ModelStatisticsRequest;
 import io.backplane.spi.DataType;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.Tensor;
 import io.backplane.spi.host.InferenceService;
 import io.backplane.spi.host.ModelMetadata;
+import io.backplane.spi.host.ModelStatistics;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.stub.StreamObserver;
-import java.io.ByteArrayOutputStream;
-import java.io.IOException;
-import java.lang.foreign.MemorySegment;
-import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
-import java.time.Duration;
-import java.util.ArrayList;
-import java.util.Arrays;
-import java.util.List;
-import java.util.Locale;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicReference;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;
@@ -61,6 +42,28 @@ import io.netty.handler.codec.http.HttpMethod;
 import io.netty.handler.codec.http.HttpObjectAggregator;
 import io.netty.handler.codec.http.HttpVersion;
 import io.netty.util.concurrent.DefaultThreadFactory;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.lang.foreign.MemorySegment;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import org.HdrHistogram.Histogram;
 import org.HdrHistogram.Recorder;
 import org.jspecify.annotations.Nullable;
@@ -118,8 +121,35 @@ public final class Bench {
 
         CompletableFuture<?> call();
 
+        /**
+         * The server's cumulative statistics of the model (statistics extension): successful
+         * requests, their queue and compute nanoseconds; null when the server does not serve them.
+         */
+        default long @Nullable [] serverTimes() {
+            return null;
+        }
+
         @Override
         default void close() {
+        }
+    }
+
+    /** {count, queue ns, compute ns} summed over the versions in a statistics answer. */
+    static long[] times(List<ModelStatistics> all) {
+        long[] t = new long[3];
+        for (ModelStatistics m : all) {
+            t[0] += m.success().count();
+            t[1] += m.queue().nanos();
+            t[2] += m.computeInput().nanos() + m.computeInfer().nanos() + m.computeOutput().nanos();
+        }
+        return t;
+    }
+
+    private static long @Nullable [] serverTimes(Driver driver) {
+        try {
+            return driver.serverTimes();
+        } catch (RuntimeException e) {
+            return null; // the server does not serve statistics: report client-side figures only
         }
     }
 
@@ -192,9 +222,11 @@ public final class Bench {
         Thread.sleep(warmup.toMillis());
         run.latency.reset();
         run.measuring = true;
+        long[] before = serverTimes(driver);
         long start = System.nanoTime();
         Thread.sleep(duration.toMillis());
         run.measuring = false;
+        long[] after = serverTimes(driver);
         double seconds = (System.nanoTime() - start) / 1e9;
         run.running = false;
         Histogram h = run.latency.getIntervalHistogram();
@@ -202,8 +234,15 @@ public final class Bench {
             throw new IllegalStateException("requests still outstanding 60 s after the level ended");
         }
         long ok = h.getTotalCount();
+        double queue = Double.NaN;
+        double compute = Double.NaN;
+        if (before != null && after != null && after[0] > before[0]) {
+            long n = after[0] - before[0];
+            queue = (after[1] - before[1]) / 1e3 / n;
+            compute = (after[2] - before[2]) / 1e3 / n;
+        }
         return new BenchResult.Level(concurrency, ok, run.errors.get(), seconds, ok / seconds, h.getValueAtPercentile(50) / 1e3,
-                h.getValueAtPercentile(90) / 1e3, h.getValueAtPercentile(99) / 1e3, h.getMean() / 1e3, run.firstError.get());
+                h.getValueAtPercentile(90) / 1e3, h.getValueAtPercentile(99) / 1e3, h.getMean() / 1e3, queue, compute, run.firstError.get());
     }
 
     /** One input as the bench sends it. */
@@ -256,6 +295,11 @@ public final class Bench {
         public CompletableFuture<?> call() {
             return service.infer(request);
         }
+
+        @Override
+        public long[] serverTimes() {
+            return times(service.statistics(request.modelName(), request.modelVersion()));
+        }
     }
 
     private static final class GrpcDriver implements Driver {
@@ -281,6 +325,21 @@ public final class Bench {
                 b.addRawInputContents(ByteString.copyFrom(in.zeros()));
             }
             this.request = b.build();
+        }
+
+        @Override
+        public long[] serverTimes() {
+            var r = GRPCInferenceServiceGrpc.newBlockingStub(channels.get(0)).withDeadlineAfter(30, TimeUnit.SECONDS).modelStatistics(
+                    ModelStatisticsRequest.newBuilder().setName(options.model()).setVersion(options.version() > 0 ? Long.toString(options.version()) : "")
+                            .build());
+            long[] t = new long[3];
+            for (var m : r.getModelStatsList()) {
+                var st = m.getInferenceStats();
+                t[0] += st.getSuccess().getCount();
+                t[1] += st.getQueue().getNs();
+                t[2] += st.getComputeInput().getNs() + st.getComputeInfer().getNs() + st.getComputeOutput().getNs();
+            }
+            return t;
         }
 
         private ManagedChannel channel() {
@@ -352,11 +411,39 @@ public final class Bench {
         private final byte[] body;
         private final int headerLength;
 
+        private final URI statsUri;
+
+        @Override
+        public long[] serverTimes() {
+            try (HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(10)).build()) {
+                HttpResponse<String> r = client.send(HttpRequest.newBuilder(statsUri).timeout(Duration.ofSeconds(30)).GET().build(),
+                        HttpResponse.BodyHandlers.ofString());
+                if (r.statusCode() != 200) {
+                    throw new IllegalStateException("statistics from " + statsUri + ": " + r.statusCode());
+                }
+                long[] t = new long[3];
+                for (JsonNode m : JSON.readTree(r.body()).get("model_stats")) {
+                    JsonNode st = m.get("inference_stats");
+                    t[0] += st.get("success").get("count").asLong();
+                    t[1] += st.get("queue").get("ns").asLong();
+                    t[2] += st.get("compute_input").get("ns").asLong() + st.get("compute_infer").get("ns").asLong()
+                            + st.get("compute_output").get("ns").asLong();
+                }
+                return t;
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException(e);
+            }
+        }
+
         RestDriver(BenchOptions o) throws IOException, InterruptedException {
             URI base = URI.create(o.url().endsWith("/") ? o.url().substring(0, o.url().length() - 1) : o.url());
             host = base.getHost();
             port = base.getPort() > 0 ? base.getPort() : 80;
             String modelPath = base.getPath() + "/v2/models/" + o.model() + (o.version() > 0 ? "/versions/" + o.version() : "");
+            statsUri = base.resolve(modelPath + "/stats");
             String md;
             try (HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(10)).build()) {
                 HttpResponse<String> r = client.send(HttpRequest.newBuilder(base.resolve(modelPath)).GET().build(), HttpResponse.BodyHandlers.ofString());
