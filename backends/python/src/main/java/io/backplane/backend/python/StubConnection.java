@@ -512,6 +512,7 @@ final class StubConnection {
 
     /** Runs one batch; returns when the stub's execute() returned or the stub was given up. */
     void execute(List<ScheduledRequest> batch) {
+        Execution pending = null;
         regionLock.readLock().lock();
         try {
             SharedRegion reg = region;
@@ -577,9 +578,36 @@ final class StubConnection {
                     processResult(reg, e, !e.abandoned);
                 }
             }
+            pending = got && !decoupled ? e : null;
         } finally {
             current = null;
             regionLock.readLock().unlock();
+        }
+        if (pending != null) {
+            awaitSenders(pending);
+        }
+    }
+
+    /**
+     * A plain model may return None from execute() and send a request's one response and FINAL
+     * later through its response sender (Triton allows it): the batch is not over until each
+     * request ended, so the core's missing-response rule (L6) sees only real omissions. Ends
+     * early when the host interrupts the worker (unload, watchdog) or the stub dies; those paths
+     * fail what is still open.
+     */
+    private void awaitSenders(Execution e) {
+        while (!dead.get() && !e.abandoned && !Thread.currentThread().isInterrupted()) {
+            boolean open = false;
+            for (Req r : e.reqs) {
+                if (!r.hostDone.get()) {
+                    open = true;
+                    break;
+                }
+            }
+            if (!open) {
+                return;
+            }
+            LockSupport.parkNanos(e, 50_000_000);
         }
     }
 
@@ -752,8 +780,7 @@ final class StubConnection {
                 throw Wire.protocol("output '" + name + "': " + ex.getMessage());
             }
         }
-        in.str(); // response parameters (JSON) are not forwarded yet
-        return InferenceResponse.of(outs);
+        return InferenceResponse.of(outs, StubJson.parameters(in.str()));
     }
 
     private void onResponseFrame(MemorySegment payload) {
@@ -838,6 +865,10 @@ final class StubConnection {
             log.debug("{}: request {} had already ended", tag, r.sr.id(), ex);
         }
         Execution e = r.exec;
+        Thread w = decoupled ? null : e.waiter;
+        if (w != null) {
+            LockSupport.unpark(w); // awaitSenders
+        }
         if (e.resultSeen && allSettled(e)) {
             executions.remove(e.id, e);
         }
