@@ -66,6 +66,11 @@ class PythonApiTest {
 
     @AfterEach
     void nothingLeft() throws Exception {
+        assertNothingLeft();
+    }
+
+    /** No stub of this JVM alive, no shared-memory file of this JVM left. */
+    static void assertNothingLeft() throws Exception {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         while ((!stubs().isEmpty() || !shmFiles().isEmpty()) && System.nanoTime() < deadline) {
             Thread.sleep(20);
@@ -87,7 +92,7 @@ class PythonApiTest {
         return out;
     }
 
-    private Path repository(String... models) throws IOException {
+    Path repository(String... models) throws IOException {
         Path repo = Files.createDirectories(temp.resolve("repo"));
         for (String m : models) {
             Path from = API_REPOSITORY.resolve(m);
