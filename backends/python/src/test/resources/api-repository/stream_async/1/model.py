@@ -24,7 +24,9 @@ class TritonPythonModel:
                 sender.send(self.response(101), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
             elif wait == 0:
                 self.released.set()
-                sender.send(self.response(200), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                final = pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([200], dtype=np.int32))],
+                                                   parameters={"released": True})
+                sender.send(final, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
             elif wait == 2:
                 sender.send(self.response(300))
                 raise ValueError("broken coroutine")

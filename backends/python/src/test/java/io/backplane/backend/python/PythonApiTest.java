@@ -243,7 +243,9 @@ class PythonApiTest {
             assertTrue(!h.isDone());
             Streamed second = new Streamed();
             host.stream(waitFor(0), second);
-            assertEquals(200, out(second.next()));
+            InferenceResponse released = second.next();
+            assertEquals(200, out(released));
+            assertEquals(Map.of("released", true), released.parameters(), "decoupled responses carry their parameters");
             assertNull(second.end.get(60, TimeUnit.SECONDS));
             assertEquals(101, out(first.next()), "the second request released the first one: they ran at once");
             assertNull(first.end.get(60, TimeUnit.SECONDS));

@@ -196,12 +196,7 @@ class InferenceResponse:
             error = TritonError(str(error))
         self._outputs = list(output_tensors)
         self._error = error
-        if parameters is None:
-            self._parameters = "{}"
-        elif isinstance(parameters, str):
-            self._parameters = parameters
-        else:
-            self._parameters = json.dumps(parameters)
+        self._parameters = _response_parameters(parameters)
 
     def output_tensors(self):
         return self._outputs
@@ -214,6 +209,29 @@ class InferenceResponse:
 
     def parameters(self):
         return self._parameters
+
+
+def _response_parameters(parameters):
+    """Response parameters as a JSON object string; keys are str, values bool, int, float or str (as in Triton)."""
+    if parameters is None:
+        return "{}"
+    if isinstance(parameters, str):
+        try:
+            decoded = json.loads(parameters)
+        except ValueError as e:
+            raise TritonModelException("InferenceResponse parameters are not valid JSON: %s" % e)
+    else:
+        decoded = parameters
+    if not isinstance(decoded, dict):
+        raise TritonModelException("InferenceResponse parameters must be a dict (or its JSON), got %s"
+                                   % type(decoded).__name__)
+    for key, value in decoded.items():
+        if not isinstance(key, str):
+            raise TritonModelException("Expect parameters keys to have type str, found type %s" % type(key))
+        if not isinstance(value, (bool, int, float, str)):
+            raise TritonModelException("Expect parameters values to have type bool/int/float/str, found type %s"
+                                       % type(value))
+    return parameters if isinstance(parameters, str) else json.dumps(parameters)
 
 
 class InferenceResponseSender:
