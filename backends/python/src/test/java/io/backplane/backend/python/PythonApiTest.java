@@ -33,6 +33,7 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -49,6 +50,9 @@ class PythonApiTest {
     static final int RETURN = 0, SEND_FINAL = 1, SEND_THEN_FINAL = 2, SEND_LATER = 3, FINAL_ONLY = 4, SEND_TWICE = 5,
             SEND_AND_RETURN = 6, NOTHING = 7, EXIT = 8, INTERRUPT = 9, PARAMETERS = 10, ECHO = 11, RAISE_ERROR = 12;
 
+    /** The interpreter the stubs run (BACKPLANE_TEST_PYTHON, default python3): point it at one with torch to run the torch paths. */
+    static final String PYTHON = System.getenv().getOrDefault("BACKPLANE_TEST_PYTHON", "python3");
+
     @TempDir
     Path temp;
 
@@ -56,7 +60,7 @@ class PythonApiTest {
     static void python() throws Exception {
         Process p;
         try {
-            p = new ProcessBuilder("python3", "-c", "import numpy").redirectErrorStream(true).start();
+            p = new ProcessBuilder(PYTHON, "-c", "import numpy").redirectErrorStream(true).start();
         } catch (IOException e) {
             throw new AssertionError("these tests need python3 with numpy on PATH: " + e.getMessage(), e);
         }
@@ -111,7 +115,8 @@ class PythonApiTest {
     }
 
     private BackplaneHost host(Path repo) {
-        return BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.EXPLICIT).build();
+        return BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.EXPLICIT)
+                .backendOption("python", StubSettings.INTERPRETER, PYTHON).build();
     }
 
     private static InferenceRequest mode(String model, int mode) {
@@ -297,7 +302,7 @@ class PythonApiTest {
 
     @Test
     void tensors_dlpackBf16FixedBytesOptional_asTritonExposesThem() throws Exception {
-        boolean torch = new ProcessBuilder("python3", "-c", "import torch").start().waitFor() == 0;
+        boolean torch = hasTorch();
         try (BackplaneHost host = host(repository("tensors"))) {
             host.load("tensors");
             byte[] bf16 = {(byte) 0x80, 0x3f, 0x00, 0x40, 0x40, 0x40}; // 1.0, 2.0, 3.0 as bfloat16
@@ -320,6 +325,22 @@ class PythonApiTest {
         }
     }
 
+    static boolean hasTorch() throws Exception {
+        return new ProcessBuilder(PYTHON, "-c", "import torch").start().waitFor() == 0;
+    }
+
+    @Test
+    void torch_cpuTensorsThroughDlpack_addSub() throws Exception {
+        Assumptions.assumeTrue(hasTorch(), "torch is not importable by " + PYTHON + " (set BACKPLANE_TEST_PYTHON to an interpreter with torch)");
+        try (BackplaneHost host = host(repository("torch_add_sub"))) {
+            host.load("torch_add_sub");
+            InferenceResponse r = infer(host, InferenceRequest.builder("torch_add_sub")
+                    .input(Tensor.ofFloats("INPUT0", new long[] {4}, 1, 2, 3, 4)).input(Tensor.ofFloats("INPUT1", new long[] {4}, 1, 1, 1, 1)).build());
+            assertArrayEquals(new float[] {2, 3, 4, 5}, r.output("OUTPUT0").toFloatArray());
+            assertArrayEquals(new float[] {0, 1, 2, 3}, r.output("OUTPUT1").toFloatArray());
+        }
+    }
+
     @Test
     void modelCode_exitInInitialize_failsTheLoadWithAClearError() throws Exception {
         try (BackplaneHost host = host(repository("init_exit"))) {
@@ -332,7 +353,7 @@ class PythonApiTest {
     void executionEnvironment_tarGzOfAVenv_runsTheStubsInIt() throws Exception {
         Path repo = repository("in_env");
         Path venv = temp.resolve("venv");
-        run("python3", "-m", "venv", "--system-site-packages", "--without-pip", venv.toString());
+        run(PYTHON, "-m", "venv", "--system-site-packages", "--without-pip", venv.toString());
         run("python3", "-c", "import sys, tarfile\nwith tarfile.open(sys.argv[1], 'w:gz') as t: t.add(sys.argv[2], arcname='.')",
                 repo.resolve("in_env/env.tar.gz").toString(), venv.toString());
         ExecutionEnvironments.deleteTree(venv); // the stubs must use the unpacked copy
