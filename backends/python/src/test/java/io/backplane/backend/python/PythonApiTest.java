@@ -325,6 +325,17 @@ class PythonApiTest {
         }
     }
 
+    @Test
+    void pbUtils_unittestInsideTheStub_passes() throws Exception {
+        try (BackplaneHost host = host(repository("selftest"))) {
+            host.load("selftest");
+            InferenceResponse r = infer(host, InferenceRequest.builder("selftest").input(Tensor.ofBooleans("RUN", new long[] {1}, true)).build());
+            String report = r.output("REPORT").toStringList().get(0);
+            assertTrue(r.output("PASSED").toBooleanArray()[0], report);
+            assertTrue(report.contains("Ran 7 tests"), report);
+        }
+    }
+
     static boolean hasTorch() throws Exception {
         return new ProcessBuilder(PYTHON, "-c", "import torch").start().waitFor() == 0;
     }

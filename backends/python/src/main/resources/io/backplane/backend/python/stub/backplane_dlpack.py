@@ -6,6 +6,9 @@ DLPack through torch, which has ``torch.bfloat16``.
 
 import numpy as np
 
+NOT_CONTIGUOUS = ("DLPack tensor is not contiguous. Only contiguous DLPack tensors that are stored in C-Order are "
+                  "supported.")
+
 
 def _torch():
     try:
@@ -35,7 +38,7 @@ def to_dlpack(tensor):
     import triton_python_backend_utils as pb_utils
     arr = tensor._array
     if arr.dtype == np.object_:
-        raise pb_utils.TritonModelException("Tensor '%s': BYTES tensors cannot be exported with DLPack" % tensor._name)
+        raise pb_utils.TritonModelException("DLPack does not have support for string tensors.")
     if tensor._bf16:
         torch = _torch()
         if torch is None:
@@ -43,7 +46,11 @@ def to_dlpack(tensor):
                                                 "model's environment" % tensor._name)
         t = torch.from_numpy(np.ascontiguousarray(arr).view(np.int16)).view(torch.bfloat16)
         return torch.utils.dlpack.to_dlpack(t)
-    return arr.__dlpack__()
+    try:
+        return arr.__dlpack__()
+    except BufferError:
+        # A read-only array (e.g. one imported from DLPack) needs DLPack 1.0, which can say so.
+        return arr.__dlpack__(max_version=(1, 0))
 
 
 def from_dlpack(name, obj):
@@ -55,6 +62,8 @@ def from_dlpack(name, obj):
         if obj.device.type != "cpu":
             raise pb_utils.TritonModelException("Tensor.from_dlpack('%s'): the tensor is on %s; the python backend "
                                                 "takes CPU tensors (call .cpu() first)" % (name, obj.device))
+        if not obj.is_contiguous():
+            raise pb_utils.TritonModelException(NOT_CONTIGUOUS)
         if obj.dtype == torch.bfloat16:
             return _bf16(name, np.from_dlpack(obj.view(torch.int16)).view(np.uint16))
         if obj.dtype == torch.bool:
@@ -71,6 +80,8 @@ def from_dlpack(name, obj):
             t = torch.utils.dlpack.from_dlpack(obj._capsule)
             return from_dlpack(name, t)
         raise pb_utils.TritonModelException("Tensor.from_dlpack('%s'): %s" % (name, e))
+    if not arr.flags["C_CONTIGUOUS"]:
+        raise pb_utils.TritonModelException(NOT_CONTIGUOUS)
     return pb_utils.Tensor(name, arr)
 
 
