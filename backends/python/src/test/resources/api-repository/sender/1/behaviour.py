@@ -10,7 +10,9 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 RETURN, SEND_FINAL, SEND_THEN_FINAL, SEND_LATER, FINAL_ONLY, SEND_TWICE, SEND_AND_RETURN, NOTHING, EXIT, INTERRUPT, \
-    PARAMETERS, ECHO, RAISE_ERROR = range(13)
+    PARAMETERS, ECHO, RAISE_ERROR, HOLD_SENDER = range(14)
+
+_held = []
 
 
 def response(value, parameters=None):
@@ -76,6 +78,8 @@ def answer(requests, run_later):
             result = response(11, parameters={"seen": json.dumps(seen)})
         elif mode == RAISE_ERROR:
             result = pb_utils.InferenceResponse(error=pb_utils.TritonError("no such thing", pb_utils.TritonError.NOT_FOUND))
+        elif mode == HOLD_SENDER:
+            _held.append(request.get_response_sender())  # never answers: only unload or the watchdog end it
         out.append(result)
     if all(r is None for r in out):
         return None

@@ -24,6 +24,7 @@ import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -31,6 +32,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Assumptions;
@@ -48,7 +50,8 @@ import org.junit.jupiter.api.io.TempDir;
 class PythonApiTest {
     static final Path API_REPOSITORY = Path.of("src/test/resources/api-repository").toAbsolutePath();
     static final int RETURN = 0, SEND_FINAL = 1, SEND_THEN_FINAL = 2, SEND_LATER = 3, FINAL_ONLY = 4, SEND_TWICE = 5,
-            SEND_AND_RETURN = 6, NOTHING = 7, EXIT = 8, INTERRUPT = 9, PARAMETERS = 10, ECHO = 11, RAISE_ERROR = 12;
+            SEND_AND_RETURN = 6, NOTHING = 7, EXIT = 8, INTERRUPT = 9, PARAMETERS = 10, ECHO = 11, RAISE_ERROR = 12,
+            HOLD_SENDER = 13;
 
     /** The interpreter the stubs run (BACKPLANE_TEST_PYTHON, default python3): point it at one with torch to run the torch paths. */
     static final String PYTHON = System.getenv().getOrDefault("BACKPLANE_TEST_PYTHON", "python3");
@@ -176,6 +179,37 @@ class PythonApiTest {
                 assertTrue(e.getMessage().contains("no such thing"), e.getMessage());
             }
         }
+    }
+
+    @Test
+    void responseSender_plainRequestNeverAnswered_unloadEndsItWithinTheDeadline() throws Exception {
+        try (BackplaneHost host = BackplaneHost.builder().modelRepository(repository("sender")).modelControlMode(ModelControlMode.EXPLICIT)
+                .backendOption("python", StubSettings.INTERPRETER, PYTHON).unloadTimeout(Duration.ofMillis(500)).build()) {
+            host.load("sender");
+            CompletableFuture<InferenceResponse> held = host.infer(mode("sender", HOLD_SENDER));
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (host.openRequests() == 0 && System.nanoTime() < deadline) {
+                LockSupport.parkNanos(1_000_000);
+            }
+            host.unload("sender");
+            ExecutionException e = assertThrows(ExecutionException.class, () -> held.get(60, TimeUnit.SECONDS));
+            assertEquals(ErrorCode.UNAVAILABLE, assertInstanceOfBackplane(e.getCause()).code(), e.getCause().getMessage());
+            assertEquals(0, host.openRequests());
+        }
+    }
+
+    @Test
+    void lifecycle_everyInitializedInstanceIsFinalizedOnce() throws Exception {
+        Path repo = repository("init_del");
+        try (BackplaneHost host = host(repo)) {
+            for (int round = 0; round < 2; round++) {
+                host.load("init_del");
+                infer(host, InferenceRequest.builder("init_del").input(Tensor.ofInts("X", new long[] {1}, round)).build());
+                host.unload("init_del");
+            }
+        }
+        assertEquals(4, Files.readString(repo.resolve("init_del/initialize.count")).length(), "2 instances × 2 loads");
+        assertEquals(4, Files.readString(repo.resolve("init_del/finalize.count")).length());
     }
 
     @Test
