@@ -30,7 +30,8 @@ import org.slf4j.LoggerFactory;
  * Triton's {@code EXECUTION_ENV_PATH}: a {@code .tar.gz} of a Python environment (conda-pack, or a
  * venv) that a model's stubs run in. Each archive is unpacked once per backend, into the backend's
  * work directory, keyed by its path, size and modification time; the stubs then run its
- * {@code bin/python3}. {@code $$TRITON_MODEL_DIRECTORY} in the path stands for the model's folder.
+ * {@code bin/python3}. {@code $$TRITON_MODEL_DIRECTORY} in the path stands for the model's folder. A
+ * folder (an environment already unpacked) is used in place.
  */
 final class ExecutionEnvironments {
     private static final Logger log = LoggerFactory.getLogger(ExecutionEnvironments.class);
@@ -51,9 +52,13 @@ final class ExecutionEnvironments {
             return null;
         }
         Path archive = Path.of(value.strip().replace(MODEL_DIRECTORY_VARIABLE, modelDirectory.toString())).toAbsolutePath().normalize();
+        if (Files.isDirectory(archive)) {
+            return python(model, archive, archive); // an environment already unpacked: used in place
+        }
         if (!Files.isRegularFile(archive)) {
             throw BackplaneException.notFound("model '" + model + "': " + PARAMETER + " names " + archive
-                    + ", which is not a file; point it at a .tar.gz of a Python environment (conda-pack, or a packed venv)");
+                    + ", which does not exist; point it at a .tar.gz of a Python environment (conda-pack, or a packed venv)"
+                    + " or at an unpacked environment's folder");
         }
         String key;
         try {
@@ -61,7 +66,10 @@ final class ExecutionEnvironments {
         } catch (IOException e) {
             throw new BackplaneException(ErrorCode.INVALID_ARGUMENT, "model '" + model + "': cannot read " + archive + ": " + e, e);
         }
-        Path env = unpacked.computeIfAbsent(key, k -> unpack(model, archive, k));
+        return python(model, archive, unpacked.computeIfAbsent(key, k -> unpack(model, archive, k)));
+    }
+
+    private static Path python(String model, Path archive, Path env) {
         for (String name : new String[] {"bin/python3", "bin/python"}) {
             Path p = env.resolve(name);
             if (Files.isExecutable(p)) {
