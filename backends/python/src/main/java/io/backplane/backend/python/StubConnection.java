@@ -591,17 +591,22 @@ final class StubConnection {
     /**
      * A plain model may return None from execute() and send a request's one response and FINAL
      * later through its response sender (Triton allows it): the batch is not over until each
-     * request ended, so the core's missing-response rule (L6) sees only real omissions. Ends
-     * early when the host interrupts the worker (unload, watchdog) or the stub dies; those paths
-     * fail what is still open.
+     * request ended, so the core's missing-response rule (L6) sees only real omissions. A
+     * cancelled request ends at once with CANCELLED. Ends early when the host interrupts the
+     * worker (unload, watchdog) or the stub dies; those paths fail what is still open.
      */
     private void awaitSenders(Execution e) {
         while (!dead.get() && !e.abandoned && !Thread.currentThread().isInterrupted()) {
             boolean open = false;
             for (Req r : e.reqs) {
+                if (!r.hostDone.get() && r.sr.isCancelled()) {
+                    // The client gave up: end it now; a late FINAL from the stub is dropped. Its memory
+                    // stays quarantined until the stub sends that FINAL or ends.
+                    finish(r, InferenceResponse.error(new BackplaneException(ErrorCode.CANCELLED, "request " + r.sr.id()
+                            + " was cancelled while " + describe() + " had yet to answer it through its response sender")));
+                }
                 if (!r.hostDone.get()) {
                     open = true;
-                    break;
                 }
             }
             if (!open) {

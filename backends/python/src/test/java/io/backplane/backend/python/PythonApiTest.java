@@ -199,6 +199,24 @@ class PythonApiTest {
     }
 
     @Test
+    void responseSender_plainRequestNeverAnswered_cancelEndsIt() throws Exception {
+        try (BackplaneHost host = host(repository("sender"))) {
+            host.load("sender");
+            CompletableFuture<InferenceResponse> held = host.infer(mode("sender", HOLD_SENDER));
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (host.openRequests() == 0 && System.nanoTime() < deadline) {
+                LockSupport.parkNanos(1_000_000);
+            }
+            held.cancel(true);
+            while (host.openRequests() != 0 && System.nanoTime() < deadline) {
+                LockSupport.parkNanos(1_000_000);
+            }
+            assertEquals(0, host.openRequests(), "the cancelled request ended");
+            assertEquals(1, out(infer(host, mode("sender", RETURN))), "the instance serves the next request");
+        }
+    }
+
+    @Test
     void lifecycle_everyInitializedInstanceIsFinalizedOnce() throws Exception {
         Path repo = repository("init_del");
         try (BackplaneHost host = host(repo)) {
