@@ -324,6 +324,30 @@ class PythonApiTest {
     }
 
     @Test
+    void asyncExecute_decoupledStreamsUntilCancelled_endsAndServesOn() throws Exception {
+        try (BackplaneHost host = host(repository("stream_async"))) {
+            host.load("stream_async");
+            Streamed s = new Streamed();
+            RequestHandle h = host.stream(waitFor(4), s);
+            assertEquals(500, out(s.next()));
+            assertEquals(500, out(s.next()));
+            assertTrue(h.cancel());
+            BackplaneException e = s.end.get(60, TimeUnit.SECONDS); // the model saw is_cancelled() and sent its FINAL
+            assertTrue(e == null || e.code() == ErrorCode.CANCELLED, String.valueOf(e));
+            assertTrue(h.isDone());
+            Streamed next = new Streamed();
+            host.stream(waitFor(0), next);
+            assertEquals(200, out(next.next()), "the model serves on");
+            assertNull(next.end.get(60, TimeUnit.SECONDS));
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (host.openRequests() != 0 && System.nanoTime() < deadline) {
+                LockSupport.parkNanos(1_000_000);
+            }
+            assertEquals(0, host.openRequests());
+        }
+    }
+
+    @Test
     void autoComplete_modelPyWithoutConfig_loadsWithTheCompletedConfig() throws Exception {
         try (BackplaneHost host = host(repository("completed"))) {
             host.load("completed");
