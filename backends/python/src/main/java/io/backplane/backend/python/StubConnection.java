@@ -871,7 +871,7 @@ final class StubConnection {
         }
         Execution e = r.exec;
         Thread w = decoupled ? null : e.waiter;
-        if (w != null) {
+        if (w != null && w != Thread.currentThread()) {
             LockSupport.unpark(w); // awaitSenders
         }
         if (e.resultSeen && allSettled(e)) {
