@@ -94,6 +94,7 @@ final class ExecutionEnvironments {
             deleteTree(partial);
             deleteTree(dir);
             Files.createDirectories(partial);
+            Path realRoot = partial.toRealPath();
             int entries = 0;
             try (InputStream in = new BufferedInputStream(Files.newInputStream(archive));
                     TarArchiveInputStream tar = new TarArchiveInputStream(new GzipCompressorInputStream(in))) {
@@ -101,7 +102,7 @@ final class ExecutionEnvironments {
                 while ((e = tar.getNextEntry()) != null) {
                     entries++;
                     Path target = partial.resolve(e.getName()).normalize();
-                    if (!target.startsWith(partial)) {
+                    if (!target.startsWith(partial) || !target.equals(partial) && !existingAncestorInside(target, realRoot)) {
                         throw new IOException("entry '" + e.getName() + "' points outside the archive's folder");
                     }
                     if (e.isDirectory()) {
@@ -136,6 +137,18 @@ final class ExecutionEnvironments {
                     + archive + " (" + PARAMETER + "): " + e.getMessage() + "; it must be a .tar.gz of a Python environment"
                     + " (conda-pack -o env.tar.gz, or tar -czf env.tar.gz -C <venv> .)", e);
         }
+    }
+
+    /**
+     * Whether the deepest existing folder on the way to {@code target} really lies inside the
+     * archive's folder: an earlier symbolic-link entry must not redirect later entries elsewhere.
+     */
+    private static boolean existingAncestorInside(Path target, Path realRoot) throws IOException {
+        Path p = target.getParent();
+        while (p != null && !Files.exists(p, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+            p = p.getParent();
+        }
+        return p != null && p.toRealPath().startsWith(realRoot);
     }
 
     private static Set<PosixFilePermission> permissions(int mode) {

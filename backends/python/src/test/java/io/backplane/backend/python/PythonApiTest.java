@@ -2,6 +2,7 @@ package io.backplane.backend.python;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -462,6 +463,23 @@ class PythonApiTest {
             assertTrue(e.getMessage().contains("cannot unpack the execution environment") && e.getMessage().contains("env.tar.gz"),
                     e.getMessage());
         }
+    }
+
+    @Test
+    void executionEnvironment_archiveWritingThroughASymlink_isRefused() throws Exception {
+        Path repo = repository("in_env");
+        Path outside = Files.createDirectories(temp.resolve("outside"));
+        run(PYTHON, "-c", String.join("\n",
+                "import io, sys, tarfile",
+                "with tarfile.open(sys.argv[1], 'w:gz') as t:",
+                "    link = tarfile.TarInfo('escape'); link.type = tarfile.SYMTYPE; link.linkname = sys.argv[2]; t.addfile(link)",
+                "    data = b'x'; f = tarfile.TarInfo('escape/pwned'); f.size = len(data); t.addfile(f, io.BytesIO(data))"),
+                repo.resolve("in_env/env.tar.gz").toString(), outside.toString());
+        try (BackplaneHost host = host(repo)) {
+            BackplaneException e = assertThrows(BackplaneException.class, () -> host.load("in_env"));
+            assertTrue(e.getMessage().contains("entry 'escape/pwned' points outside the archive's folder"), e.getMessage());
+        }
+        assertFalse(Files.exists(outside.resolve("pwned")), "nothing was written outside the environment's folder");
     }
 
     private static void run(String... command) throws Exception {
