@@ -176,7 +176,7 @@ final class AutoComplete {
                 }
             }
             try {
-                out.add(new TensorConfig(name, type, dims, reshape, t.path("optional").asBoolean(false)));
+                out.add(TensorConfig.builder(name, type).dims(dims).reshape(reshape).optional(t.path("optional").asBoolean(false)).build());
             } catch (IllegalArgumentException e) {
                 throw BackplaneException.invalid("model '" + model + "': " + kind + " from " + METHOD + "(): " + e.getMessage());
             }
