@@ -369,6 +369,19 @@ class PythonApiTest {
     }
 
     @Test
+    void autoComplete_setsTheDecoupledPolicy_modelStreams() throws Exception {
+        try (BackplaneHost host = host(repository("completed_stream"))) {
+            host.load("completed_stream");
+            assertTrue(host.modelConfig("completed_stream", 1).decoupled());
+            Streamed s = new Streamed();
+            host.stream(InferenceRequest.builder("completed_stream").input(Tensor.ofInts("N", new long[] {1}, 5)).build(), s);
+            assertEquals(5, out(s.next()));
+            assertEquals(6, out(s.next()));
+            assertNull(s.end.get(60, TimeUnit.SECONDS));
+        }
+    }
+
+    @Test
     void autoComplete_pythonError_failsTheLoadWithTheError() throws Exception {
         try (BackplaneHost host = host(repository("completed_bad"))) {
             BackplaneException e = assertThrows(BackplaneException.class, () -> host.load("completed_bad"));
