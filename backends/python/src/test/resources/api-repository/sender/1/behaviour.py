@@ -10,7 +10,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 RETURN, SEND_FINAL, SEND_THEN_FINAL, SEND_LATER, FINAL_ONLY, SEND_TWICE, SEND_AND_RETURN, NOTHING, EXIT, INTERRUPT, \
-    PARAMETERS, ECHO, RAISE_ERROR, HOLD_SENDER = range(14)
+    PARAMETERS, ECHO, RAISE_ERROR, HOLD_SENDER, DROP_SENDER, SEND_THEN_DROP = range(16)
 
 _held = []
 
@@ -78,6 +78,10 @@ def answer(requests, run_later):
             result = response(11, parameters={"seen": json.dumps(seen)})
         elif mode == RAISE_ERROR:
             result = pb_utils.InferenceResponse(error=pb_utils.TritonError("no such thing", pb_utils.TritonError.NOT_FOUND))
+        elif mode == DROP_SENDER:
+            request.get_response_sender()  # taken, never used, dropped
+        elif mode == SEND_THEN_DROP:
+            request.get_response_sender().send(response(15))  # one response, no FINAL, then dropped
         elif mode == HOLD_SENDER:
             _held.append(request.get_response_sender())  # never answers: only unload or the watchdog end it
         out.append(result)

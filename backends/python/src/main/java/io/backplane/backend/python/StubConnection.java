@@ -1061,8 +1061,11 @@ final class StubConnection {
                 : "exited with code " + code + (code > 128 ? " (signal " + (code - 128) + ")" : "");
         try {
             failAll(BackplaneException.unavailable(describe() + " " + reason + " while requests were in flight"));
-            closeQuietly(channel);
             Thread r = reader;
+            if (r != null && r != Thread.currentThread()) {
+                r.join(2000); // the reader drains what the stub wrote last (e.g. finalize's log lines), then sees EOF
+            }
+            closeQuietly(channel);
             if (r != null && r != Thread.currentThread()) {
                 r.join(5000);
             }

@@ -52,7 +52,7 @@ class PythonApiTest {
     static final Path API_REPOSITORY = Path.of("src/test/resources/api-repository").toAbsolutePath();
     static final int RETURN = 0, SEND_FINAL = 1, SEND_THEN_FINAL = 2, SEND_LATER = 3, FINAL_ONLY = 4, SEND_TWICE = 5,
             SEND_AND_RETURN = 6, NOTHING = 7, EXIT = 8, INTERRUPT = 9, PARAMETERS = 10, ECHO = 11, RAISE_ERROR = 12,
-            HOLD_SENDER = 13;
+            HOLD_SENDER = 13, DROP_SENDER = 14, SEND_THEN_DROP = 15;
 
     /** The interpreter the stubs run (BACKPLANE_TEST_PYTHON, default python3): point it at one with torch to run the torch paths. */
     static final String PYTHON = System.getenv().getOrDefault("BACKPLANE_TEST_PYTHON", "python3");
@@ -196,6 +196,17 @@ class PythonApiTest {
             ExecutionException e = assertThrows(ExecutionException.class, () -> held.get(60, TimeUnit.SECONDS));
             assertEquals(ErrorCode.UNAVAILABLE, assertInstanceOfBackplane(e.getCause()).code(), e.getCause().getMessage());
             assertEquals(0, host.openRequests());
+        }
+    }
+
+    @Test
+    void responseSender_droppedWithoutFinal_requestEndsInsteadOfHanging() throws Exception {
+        try (BackplaneHost host = host(repository("sender"))) {
+            host.load("sender");
+            BackplaneException e = failure(host, mode("sender", DROP_SENDER));
+            assertTrue(e.getMessage().contains("was garbage-collected before it sent the FINAL flag"), e.getMessage());
+            assertEquals(15, out(infer(host, mode("sender", SEND_THEN_DROP))), "the one response sent becomes the FINAL");
+            assertEquals(1, out(infer(host, mode("sender", RETURN))));
         }
     }
 

@@ -205,3 +205,31 @@ def finish_in_background(rt, requests):
                     rt.log(pb_utils.LogLevel.ERROR, "cannot send the error of request '%s':\n%s"
                            % (req._request_id, traceback.format_exc()))
     return done
+
+
+def end_dropped_senders(rt):
+    """Runs on its own thread: ends requests whose response sender was garbage-collected without the FINAL.
+    A plain request that had sent its one response gets it as the FINAL; any other gets an error."""
+    while True:
+        req = rt.dropped_senders.get()
+        sender = req._sender
+        if sender is None:
+            continue
+        try:
+            with sender._lock:
+                if sender._closed or req._executing:
+                    continue
+                sender._closed = True
+                req._closed = True
+                held, sender._held = sender._held, None
+                if held is None:
+                    held = pb_utils.InferenceResponse(error=pb_utils.TritonError(
+                        "the response sender of request '%s' of model '%s' was garbage-collected before it sent the "
+                        "FINAL flag; keep a reference to it until you send "
+                        "flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL" % (req._request_id, rt.model_name)))
+                rt.send_response(req, held, True)
+        except Exception:
+            rt.log(pb_utils.LogLevel.ERROR, "cannot end request '%s' of a dropped response sender:\n%s"
+                   % (req._request_id, traceback.format_exc()))
+        finally:
+            del req, sender

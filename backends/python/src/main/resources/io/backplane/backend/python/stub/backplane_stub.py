@@ -8,10 +8,12 @@ before blocking on the socket.
 
 import asyncio
 import bisect
+import gc
 import faulthandler
 import json
 import mmap
 import os
+import queue
 import signal
 import socket
 import struct
@@ -207,6 +209,8 @@ class Runtime:
         self.decoupled = False
         self.ctl = None
         self.loop = backplane_execute.EventLoop(self.log)
+        self.dropped_senders = queue.SimpleQueue()
+        self.left_open = False
 
     # ---- socket ----
     def send_frame(self, ftype, payload=b""):
@@ -421,6 +425,7 @@ class Runtime:
             outcomes = backplane_execute.decoupled_outcomes(self, requests, ret, error)
         else:
             outcomes = backplane_execute.plain_outcomes(self, requests, ret, error)
+            self.left_open = any(o[0] == "open" for o in outcomes)
         out = bytearray()
         out += _u32.pack(self.gen)
         out += _u64.pack(exec_id)
@@ -432,11 +437,11 @@ class Runtime:
             elif kind == "closed":
                 out.append(2)
             elif kind == "error":
-                req._closed = True
+                _close_sender(req)
                 out.append(1)
                 self.write_error(out, EC_INTERNAL, o[1])
             else:
-                req._closed = True
+                _close_sender(req)
                 out.append(1)
                 mark = len(out)
                 try:
@@ -497,6 +502,12 @@ class Runtime:
             self.fence()
             if ctl[W_HOST_WAITING]:
                 self.send_frame(F_WAKE_HOST)
+            if self.left_open:
+                # Plain requests were left to their response senders: a young-generation collection finds a
+                # sender the model already dropped, so its request ends now (see end_dropped_senders).
+                self.left_open = False
+                requests = None
+                gc.collect(0)
 
     def reader_loop(self):
         buf = bytearray()
@@ -555,6 +566,15 @@ def watch_parent():
     except OSError:
         pass
     os._exit(4)
+
+
+def _close_sender(req):
+    """The result carries this request's FINAL: later sends from Python raise."""
+    req._closed = True
+    sender = req._sender
+    if sender is not None:
+        with sender._lock:
+            sender._closed = True
 
 
 def load_model(path, version_dir):
@@ -642,6 +662,8 @@ def main():
         os._exit(1)
     rt.send_frame(F_INIT_OK)
     threading.Thread(target=rt.reader_loop, name="backplane-stub-reader", daemon=True).start()
+    threading.Thread(target=backplane_execute.end_dropped_senders, args=(rt,), name="backplane-stub-senders",
+                     daemon=True).start()
     try:
         rt.main_loop()
     except BaseException:

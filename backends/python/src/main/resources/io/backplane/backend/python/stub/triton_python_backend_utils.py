@@ -286,6 +286,12 @@ class InferenceResponseSender:
     def is_cancelled(self):
         return self._request.is_cancelled()
 
+    def __del__(self):
+        # Dropped without its FINAL (no thread or task holds it any more): the request would stay open
+        # until unload. The stub ends it instead, on its own thread (SimpleQueue.put is safe here).
+        if not self._closed and _runtime is not None and self._request._index >= 0:
+            _runtime.dropped_senders.put(self._request)
+
 
 class InferenceRequest:
     """A request given to execute(); constructing one yourself is BLS, which Backplane does not support yet."""
