@@ -7,12 +7,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.google.protobuf.ByteString;
 import io.backplane.core.BackplaneHost;
 import io.backplane.core.ModelControlMode;
-import io.backplane.plugin.grpc.InferenceGrpc;
-import io.backplane.plugin.grpc.proto.InferParameter;
-import io.backplane.plugin.grpc.proto.ModelConfigRequest;
-import io.backplane.plugin.grpc.proto.ModelInferRequest;
-import io.backplane.plugin.grpc.proto.ModelInferResponse;
-import io.backplane.plugin.grpc.proto.ModelStreamInferResponse;
+import io.backplane.protocol.inference.GRPCInferenceServiceGrpc;
+import io.backplane.protocol.inference.InferParameter;
+import io.backplane.protocol.inference.ModelConfigRequest;
+import io.backplane.protocol.inference.ModelInferRequest;
+import io.backplane.protocol.inference.ModelInferResponse;
+import io.backplane.protocol.inference.ModelStreamInferResponse;
 import io.backplane.spi.host.Frontend;
 import io.backplane.spi.host.FrontendContext;
 import io.backplane.spi.host.InferenceService;
@@ -68,7 +68,8 @@ class PythonGrpcTest {
             URI endpoint = URI.create(f.endpoint().contains("://") ? f.endpoint() : "grpc://" + f.endpoint());
             ManagedChannel channel = Grpc.newChannelBuilderForAddress(endpoint.getHost(), endpoint.getPort(), InsecureChannelCredentials.create()).build();
             try {
-                InferenceGrpc.Client client = new InferenceGrpc.Client(channel).withDeadline(60, TimeUnit.SECONDS);
+                var client = GRPCInferenceServiceGrpc.newBlockingStub(channel).withDeadlineAfter(60, TimeUnit.SECONDS);
+                var async = GRPCInferenceServiceGrpc.newStub(channel).withDeadlineAfter(60, TimeUnit.SECONDS);
 
                 ModelInferResponse r = client.modelInfer(int32("sender", "MODE", PythonApiTest.PARAMETERS));
                 Map<String, InferParameter> p = r.getParametersMap();
@@ -85,7 +86,7 @@ class PythonGrpcTest {
 
                 LinkedBlockingQueue<ModelStreamInferResponse> streamed = new LinkedBlockingQueue<>();
                 CompletableFuture<Void> closed = new CompletableFuture<>();
-                StreamObserver<ModelInferRequest> requests = client.modelStreamInfer(new StreamObserver<>() {
+                StreamObserver<ModelInferRequest> requests = async.modelStreamInfer(new StreamObserver<>() {
                     @Override
                     public void onNext(ModelStreamInferResponse value) {
                         streamed.add(value);
@@ -108,7 +109,7 @@ class PythonGrpcTest {
                 requests.onCompleted();
                 closed.get(60, TimeUnit.SECONDS);
 
-                var config = client.call(InferenceGrpc.MODEL_CONFIG, ModelConfigRequest.newBuilder().setName("completed").build()).getConfig();
+                var config = client.modelConfig(ModelConfigRequest.newBuilder().setName("completed").build()).getConfig();
                 assertEquals(8, config.getMaxBatchSize());
                 assertEquals("INPUT1", config.getInput(1).getName());
                 assertTrue(config.getInput(1).getOptional());
