@@ -463,7 +463,7 @@ class HttpFrontendTest {
         HttpResponse<String> unknown = post("/v2/repository/models/nope/load", "");
         assertEquals(404, unknown.statusCode(), unknown.body());
         HttpResponse<String> params = post("/v2/repository/models/spare/load", "{\"parameters\":{\"config\":\"{}\"}}");
-        assertEquals(400, params.statusCode());
+        assertEquals(501, params.statusCode(), "UNSUPPORTED is HTTP 501, as Triton answers");
         assertTrue(error(params).contains("not supported"));
     }
 
