@@ -47,6 +47,14 @@ public final class SystemSharedMemory implements AutoCloseable {
     public static final String OFFSET = "shared_memory_offset";
     public static final String BYTE_SIZE = "shared_memory_byte_size";
 
+    /** The restricted-API group of these endpoints, as Triton names it ({@code --*-restricted-api=shared-memory:…}). */
+    public static final String API_GROUP = "shared-memory";
+    /** REST path prefixes of the system and CUDA shared-memory extensions. */
+    public static final List<String> REST_PREFIXES = List.of("/v2/systemsharedmemory", "/v2/cudasharedmemory");
+    /** gRPC methods of {@code inference.GRPCInferenceService} in the group. */
+    public static final List<String> GRPC_METHODS = List.of("SystemSharedMemoryStatus", "SystemSharedMemoryRegister",
+            "SystemSharedMemoryUnregister", "CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister");
+
     private static final Pattern KEY = Pattern.compile("/?[A-Za-z0-9._-]{1,250}");
     private static final Path SHM_ROOT = Path.of("/dev/shm");
 
