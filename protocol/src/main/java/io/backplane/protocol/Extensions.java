@@ -13,5 +13,5 @@ public final class Extensions {
 
     /** Served by REST and gRPC. */
     public static final List<String> SERVED = List.of("model_repository", "model_configuration", "binary_tensor_data", "parameters",
-            "statistics");
+            "statistics", "system_shared_memory");
 }

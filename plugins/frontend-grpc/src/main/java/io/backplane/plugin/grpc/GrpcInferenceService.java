@@ -2,7 +2,20 @@ package io.backplane.plugin.grpc;
 
 import io.backplane.protocol.Extensions;
 import io.backplane.protocol.ModelVersions;
+import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.protocol.ProtocolErrors;
+import io.backplane.protocol.inference.CudaSharedMemoryRegisterRequest;
+import io.backplane.protocol.inference.CudaSharedMemoryRegisterResponse;
+import io.backplane.protocol.inference.CudaSharedMemoryStatusRequest;
+import io.backplane.protocol.inference.CudaSharedMemoryStatusResponse;
+import io.backplane.protocol.inference.CudaSharedMemoryUnregisterRequest;
+import io.backplane.protocol.inference.CudaSharedMemoryUnregisterResponse;
+import io.backplane.protocol.inference.SystemSharedMemoryRegisterRequest;
+import io.backplane.protocol.inference.SystemSharedMemoryRegisterResponse;
+import io.backplane.protocol.inference.SystemSharedMemoryStatusRequest;
+import io.backplane.protocol.inference.SystemSharedMemoryStatusResponse;
+import io.backplane.protocol.inference.SystemSharedMemoryUnregisterRequest;
+import io.backplane.protocol.inference.SystemSharedMemoryUnregisterResponse;
 import io.backplane.protocol.inference.GRPCInferenceServiceGrpc;
 import io.backplane.protocol.inference.InferBatchStatistics;
 import io.backplane.protocol.inference.InferParameter;
@@ -70,9 +83,11 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
 
     private final InferenceService service;
     private final ExecutorService admin;
+    private final SystemSharedMemory shm;
 
-    GrpcInferenceService(InferenceService service, ExecutorService admin) {
+    GrpcInferenceService(InferenceService service, ExecutorService admin, SystemSharedMemory shm) {
         this.service = service;
+        this.shm = shm;
         this.admin = admin;
     }
 
@@ -171,9 +186,17 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
     @Override
     public void modelInfer(ModelInferRequest req, StreamObserver<ModelInferResponse> obs) {
         CompletableFuture<InferenceResponse> f;
+        ProtoTensors.Parsed parsed;
         try {
-            f = service.infer(ProtoTensors.toRequest(req));
+            parsed = ProtoTensors.toRequest(req, shm);
         } catch (Throwable t) {
+            obs.onError(status(t));
+            return;
+        }
+        try {
+            f = service.infer(parsed.request());
+        } catch (Throwable t) {
+            parsed.release();
             obs.onError(status(t));
             return;
         }
@@ -182,6 +205,7 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
         }
         f.whenComplete((r, e) -> {
             if (e != null) {
+                parsed.release();
                 obs.onError(status(e));
                 return;
             }
@@ -190,10 +214,12 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
                 if (r.error() != null) {
                     throw r.error();
                 }
-                resp = ProtoTensors.toResponse(r);
+                resp = ProtoTensors.toResponse(r, parsed.shmOutputs());
             } catch (Throwable t) {
                 obs.onError(status(t));
                 return;
+            } finally {
+                parsed.release();
             }
             try {
                 obs.onNext(resp);
@@ -202,6 +228,59 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
                 log.debug("client went away before its response: {}", cancelled.getStatus());
             }
         });
+    }
+
+    @Override
+    public void systemSharedMemoryStatus(SystemSharedMemoryStatusRequest req, StreamObserver<SystemSharedMemoryStatusResponse> obs) {
+        unary(obs, () -> {
+            SystemSharedMemoryStatusResponse.Builder b = SystemSharedMemoryStatusResponse.newBuilder();
+            for (SystemSharedMemory.RegionStatus r : shm.status(req.getName().isEmpty() ? null : req.getName())) {
+                b.putRegions(r.name(), SystemSharedMemoryStatusResponse.RegionStatus.newBuilder().setName(r.name()).setKey(r.key())
+                        .setOffset(r.offset()).setByteSize(r.byteSize()).build());
+            }
+            return b.build();
+        });
+    }
+
+    @Override
+    public void systemSharedMemoryRegister(SystemSharedMemoryRegisterRequest req, StreamObserver<SystemSharedMemoryRegisterResponse> obs) {
+        unary(obs, () -> {
+            if (req.getOffset() < 0 || req.getByteSize() < 0) {
+                throw BackplaneException.invalid("shared-memory region '" + req.getName() + "': offset "
+                        + Long.toUnsignedString(req.getOffset()) + " or byte_size " + Long.toUnsignedString(req.getByteSize()) + " is too large");
+            }
+            shm.register(req.getName(), req.getKey(), req.getOffset(), req.getByteSize());
+            return SystemSharedMemoryRegisterResponse.getDefaultInstance();
+        });
+    }
+
+    @Override
+    public void systemSharedMemoryUnregister(SystemSharedMemoryUnregisterRequest req, StreamObserver<SystemSharedMemoryUnregisterResponse> obs) {
+        unary(obs, () -> {
+            if (req.getName().isEmpty()) {
+                shm.unregisterAll();
+            } else {
+                shm.unregister(req.getName());
+            }
+            return SystemSharedMemoryUnregisterResponse.getDefaultInstance();
+        });
+    }
+
+    private static final String NO_CUDA = "CUDA shared memory is not supported by this server; use system shared memory";
+
+    @Override
+    public void cudaSharedMemoryStatus(CudaSharedMemoryStatusRequest req, StreamObserver<CudaSharedMemoryStatusResponse> obs) {
+        obs.onError(status(new BackplaneException(ErrorCode.UNSUPPORTED, NO_CUDA)));
+    }
+
+    @Override
+    public void cudaSharedMemoryRegister(CudaSharedMemoryRegisterRequest req, StreamObserver<CudaSharedMemoryRegisterResponse> obs) {
+        obs.onError(status(new BackplaneException(ErrorCode.UNSUPPORTED, NO_CUDA)));
+    }
+
+    @Override
+    public void cudaSharedMemoryUnregister(CudaSharedMemoryUnregisterRequest req, StreamObserver<CudaSharedMemoryUnregisterResponse> obs) {
+        obs.onError(status(new BackplaneException(ErrorCode.UNSUPPORTED, NO_CUDA)));
     }
 
     @Override
