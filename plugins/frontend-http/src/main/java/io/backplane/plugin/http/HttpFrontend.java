@@ -57,6 +57,11 @@ final class HttpFrontend implements Frontend {
         this.limiter = new ConnectionGuard.Limiter(options.maxConnections());
     }
 
+    /** Requests received and not yet answered. */
+    int inFlight() {
+        return inFlight.get();
+    }
+
     /** Open connections, for tests. */
     int openConnections() {
         return limiter.open();
