@@ -8,6 +8,7 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
@@ -51,18 +52,23 @@ final class ConnectionGuard extends ChannelInboundHandlerAdapter {
             if (count.incrementAndGet() <= max) {
                 return true;
             }
-            ConnectionGuard victim = null;
-            for (ConnectionGuard c : open) {
-                if (c != g && c.evictable() && (victim == null || c.lastActivity < victim.lastActivity)) {
-                    victim = c;
+            // event loops admit concurrently: a victim another loop took first is skipped, and the scan repeats
+            while (true) {
+                ConnectionGuard victim = null;
+                for (ConnectionGuard c : open) {
+                    if (c != g && c.evictable() && (victim == null || c.lastActivity < victim.lastActivity)) {
+                        victim = c;
+                    }
+                }
+                if (victim == null) {
+                    refused.incrementAndGet();
+                    return false;
+                }
+                if (victim.evict()) {
+                    evicted.incrementAndGet();
+                    return true;
                 }
             }
-            if (victim != null && victim.evict()) {
-                evicted.incrementAndGet();
-                return true;
-            }
-            refused.incrementAndGet();
-            return false;
         }
 
         void release(ConnectionGuard g) {
@@ -88,8 +94,8 @@ final class ConnectionGuard extends ChannelInboundHandlerAdapter {
     private final FrontendOptions options;
     private volatile Phase phase = Phase.IDLE;
     private volatile long lastActivity = System.nanoTime();
-    private volatile boolean evicting;
-    private @Nullable ChannelHandlerContext ctx;
+    private final AtomicBoolean evicting = new AtomicBoolean();
+    private volatile @Nullable ChannelHandlerContext ctx;
     private @Nullable Future<?> timer;
     private boolean partial;
     private boolean broken;
@@ -130,16 +136,17 @@ final class ConnectionGuard extends ChannelInboundHandlerAdapter {
 
     boolean evictable() {
         Phase p = phase;
-        return !evicting && (p == Phase.IDLE || p == Phase.HEADERS);
+        return !evicting.get() && (p == Phase.IDLE || p == Phase.HEADERS);
     }
 
     private boolean evict() {
         ChannelHandlerContext c = ctx;
-        if (c == null || evicting) {
+        if (!evicting.compareAndSet(false, true)) {
             return false;
         }
-        evicting = true;
-        c.channel().close();
+        if (c != null) {
+            c.channel().close();
+        }
         return true;
     }
 
