@@ -174,6 +174,7 @@ final class ServeCommand implements Callable<Integer> {
         List<Path> repositories = repositories();
         Path backends = backendsDirectory();
         ModelControlMode mode = controlMode();
+        builtinOptions("grpc"); // bad TLS flags fail here, before anything starts
         try (LogLevels.Restore _ = LogLevels.verbose("io.backplane", logVerbose)) {
             return serve(repositories, backends, mode);
         }
