@@ -2,6 +2,7 @@ package io.backplane.plugin.http;
 
 import static java.util.Objects.requireNonNull;
 
+import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.spi.host.Frontend;
 import io.backplane.spi.host.InferenceService;
 import io.netty.bootstrap.ServerBootstrap;
@@ -42,6 +43,8 @@ final class HttpFrontend implements Frontend {
     private final FrontendOptions options;
     private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
     private final AtomicInteger inFlight = new AtomicInteger();
+    /** Regions registered through this frontend; unmapped at close (after in-flight requests drain). */
+    private final SystemSharedMemory shm = new SystemSharedMemory();
     private @Nullable EventLoopGroup boss;
     private @Nullable EventLoopGroup workers;
     private @Nullable ExecutorService admin;
@@ -80,7 +83,7 @@ final class HttpFrontend implements Frontend {
             t.setDaemon(true);
             return t;
         });
-        RestHandler handler = new RestHandler(service, admin, inFlight, options.restricted());
+        RestHandler handler = new RestHandler(service, admin, inFlight, shm, options.restricted());
         this.handler = handler;
         try {
             SslContext ssl = options.sslCert() == null ? null
@@ -164,6 +167,7 @@ final class HttpFrontend implements Frontend {
                 Thread.currentThread().interrupt();
             }
         }
+        shm.close();
         log.info("http frontend at {} closed", endpoint);
     }
 
