@@ -28,6 +28,8 @@ public final class HostContext {
     private final Duration restartBackoffMin;
     private final Duration restartBackoffMax;
     private volatile boolean callerRuns;
+    private final CustomMetrics customMetrics = new CustomMetrics();
+    private volatile @org.jspecify.annotations.Nullable ModelRegistry registry;
 
     public HostContext(Ticker ticker, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax, List<HostListener> initial) {
         this.ticker = requireNonNull(ticker, "ticker is null");
@@ -53,6 +55,20 @@ public final class HostContext {
 
     public void addListener(HostListener l) {
         listeners.add(requireNonNull(l, "listener is null"));
+    }
+
+    /** The host-wide custom metric families (ModelContext.metrics()). */
+    public CustomMetrics customMetrics() {
+        return customMetrics;
+    }
+
+    /** The registry child requests (BLS) are admitted through; set once by the registry. */
+    ModelRegistry registry() {
+        return requireNonNull(registry, "no model registry is attached to this host");
+    }
+
+    void registry(ModelRegistry r) {
+        registry = r;
     }
 
     /** Whether models without batching may execute on the caller's thread when an instance is idle. */

@@ -63,6 +63,7 @@ public final class ModelRegistry {
         this.plugins = requireNonNull(plugins, "plugins is null");
         this.host = requireNonNull(host, "host is null");
         this.validator = requireNonNull(validator, "validator is null");
+        host.registry(this);
     }
 
     public ModelSource source() {

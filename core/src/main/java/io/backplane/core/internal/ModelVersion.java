@@ -68,6 +68,8 @@ public final class ModelVersion implements ModelContext {
     /** Execute on the caller's thread when an instance is idle (host option, none batcher only). */
     private boolean callerRuns;
     private final long executeTimeoutMillis;
+    private final ChildRequests.SelfCalls selfCalls = new ChildRequests.SelfCalls();
+    private final CustomMetrics.Scope metrics;
 
     private ModelVersion(String name, long version, ModelConfig config, Path modelDirectory, BackendContext backendContext, HostContext host) {
         this.name = requireNonNull(name, "name is null");
@@ -83,6 +85,7 @@ public final class ModelVersion implements ModelContext {
         this.order = ordered ? new ResponseOrder() : null;
         this.dispatchLock = ordered ? new ReentrantLock() : null;
         this.executeTimeoutMillis = executeTimeout(config);
+        this.metrics = host.customMetrics().scope("model '" + name + "' version " + version);
     }
 
     /** The {@code execute_timeout_ms} model parameter: the execute watchdog (0 = off). */
@@ -147,6 +150,7 @@ public final class ModelVersion implements ModelContext {
 
     private void abortLoad(Throwable cause) {
         state.set(ModelState.UNAVAILABLE);
+        metrics.close();
         unavailableReason = String.valueOf(cause.getMessage());
         Duration limit = host.unloadTimeout();
         for (InstanceSlot s : instances) {
@@ -196,6 +200,15 @@ public final class ModelVersion implements ModelContext {
     @Override
     public BackendContext backend() {
         return backendContext;
+    }
+
+    @Override
+    public io.backplane.spi.metrics.MetricRegistry metrics() {
+        return metrics;
+    }
+
+    ChildRequests.SelfCalls selfCalls() {
+        return selfCalls;
     }
 
     // ---- state ----
@@ -320,6 +333,7 @@ public final class ModelVersion implements ModelContext {
     /** Called by {@link RequestState} exactly once per request, when it ends. */
     void release(RequestState r, Outcome outcome) {
         open.remove(r.id());
+        r.endChildren();
         long end = host.ticker().nanoTime();
         long dispatched = r.dispatchNanos();
         long queue = dispatched == 0 ? end - r.arrivalNanos() : dispatched - r.arrivalNanos();
@@ -448,6 +462,7 @@ public final class ModelVersion implements ModelContext {
         }
         Model m = requireNonNull(model, "model");
         Bounded.run("model-close-" + name + "-v" + version, grace, m::close);
+        metrics.close();
         state.set(ModelState.UNAVAILABLE);
         unavailableReason = "unloaded";
         log.info("unloaded model '{}' version {}", name, version);

@@ -52,6 +52,9 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
     private final AtomicInteger phase = new AtomicInteger(QUEUED);
     private volatile boolean cancelled;
     private volatile long dispatchNanos;
+    /** The request whose execution started this one (a BLS call), or null. */
+    private final @Nullable RequestState parent;
+    private volatile @Nullable ChildRequests children;
     // guarded by the model's ResponseOrder (preserve_ordering only)
     boolean orderSlotted;
     boolean orderEnded;
@@ -65,6 +68,7 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
         this.batchSize = batchSize;
         this.priorityLevel = priorityLevel;
         this.arrivalNanos = arrivalNanos;
+        this.parent = sink instanceof ChildRequests.Link link ? link.parent() : null;
     }
 
     @Override
@@ -114,6 +118,33 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
 
     ModelVersion model() {
         return model;
+    }
+
+    @Nullable RequestState parent() {
+        return parent;
+    }
+
+    @Override
+    public io.backplane.spi.host.RequestHandle startChild(InferenceRequest child, io.backplane.spi.host.ResponseObserver observer) {
+        ChildRequests c = children;
+        if (c == null) {
+            synchronized (open) {
+                c = children;
+                if (c == null) {
+                    c = new ChildRequests(this);
+                    children = c;
+                }
+            }
+        }
+        return c.start(child, observer, model.host());
+    }
+
+    /** The request ended: its open children are cancelled (C1). */
+    void endChildren() {
+        ChildRequests c = children;
+        if (c != null) {
+            c.parentEnded();
+        }
     }
 
     // ---- the backend's side: ResponseSender ----
