@@ -29,6 +29,9 @@ import org.slf4j.LoggerFactory;
  * requests themselves, which then end through their own paths (L1). A link's observer calls are
  * made under the link's monitor, so a parent ending never interleaves with a child's response.
  *
+ * <p>Cancelling an executing parent cancels its open children too (their responses still reach
+ * the parent, which is still open), so a parent blocked on a child can end.
+ *
  * <p>C2: a child whose target version is also the version of one of its executing ancestors
  * counts that ancestor as an instance held while waiting; when every instance of the target would
  * be held so, the call could never run, and it fails with UNAVAILABLE instead.
@@ -92,6 +95,17 @@ final class ChildRequests {
         }
         for (Link l : links) {
             l.cancelByParent();
+        }
+    }
+
+    /** The parent was cancelled while executing (B6): cancellation flows down to its open children. */
+    void cancelOpen() {
+        List<Link> links;
+        synchronized (this) {
+            links = List.copyOf(open);
+        }
+        for (Link l : links) {
+            l.cancel();
         }
     }
 

@@ -260,6 +260,10 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
      */
     public boolean cancel() {
         cancelled = true;
+        ChildRequests c = children;
+        if (c != null) {
+            c.cancelOpen();
+        }
         if (tryWithdraw()) {
             model.withdrawn(this);
             terminate(new BackplaneException(ErrorCode.CANCELLED, describe() + " was cancelled while queued"), Outcome.CANCELED, "cancel");

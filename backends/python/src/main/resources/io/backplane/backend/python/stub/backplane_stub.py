@@ -22,6 +22,7 @@ import traceback
 import numpy as np
 
 import triton_python_backend_utils as pb_utils
+import backplane_bls
 
 # Frame types, host -> stub
 F_INIT, F_PING, F_WAKE, F_ACK, F_FINALIZE = 1, 2, 3, 4, 5
@@ -203,6 +204,7 @@ class Runtime:
         self.model_name = ""
         self.decoupled = False
         self.ctl = None
+        self.bls = backplane_bls.Bls(self, WIRE_TO_NUMPY, NUMPY_TO_WIRE, WIRE_BYTES)
 
     # ---- socket ----
     def send_frame(self, ftype, payload=b""):
@@ -396,6 +398,7 @@ class Runtime:
         """Runs execute() and returns the result message (bytes) plus its blocks."""
         blocks = []
         outcome = [None] * len(requests)  # per request: None (still open), InferenceResponse, or (code, msg)
+        self.bls.active = requests
         try:
             ret = self.model.execute(requests)
             if self.decoupled:
@@ -539,6 +542,8 @@ class Runtime:
                         blocks = self.pending_acks.pop(token, None)
                     if blocks:
                         self.arena.release(blocks)
+                elif ftype in (backplane_bls.F_BLS_RESP, backplane_bls.F_METRIC_REPLY):
+                    self.bls.on_frame(ftype, payload)
                 elif ftype == F_FINALIZE:
                     self.shutdown = True
                     self.wake.set()
@@ -607,6 +612,8 @@ def main():
     if rt.ctl[W_MAGIC] != MAGIC:
         raise ProtocolError("shared-memory control block has a bad magic number")
     del mm0
+    # The reader runs from here on: initialize() may already wait for host replies (custom metrics).
+    threading.Thread(target=rt.reader_loop, name="backplane-stub-reader", daemon=True).start()
     try:
         sys.path.insert(0, init["version_dir"])
         rt.model = load_model(init["model_file"])
@@ -618,7 +625,6 @@ def main():
         sock.close()
         os._exit(1)
     rt.send_frame(F_INIT_OK)
-    threading.Thread(target=rt.reader_loop, name="backplane-stub-reader", daemon=True).start()
     try:
         rt.main_loop()
     except BaseException:
