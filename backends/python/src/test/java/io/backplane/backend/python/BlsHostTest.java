@@ -97,6 +97,47 @@ class BlsHostTest {
     }
 
     @Test
+    void exec_requestParameters_reachTheCallee() throws Exception {
+        try (BackplaneHost host = host(1, "params_echo", "bls_params_caller")) {
+            InferenceResponse r = host.infer(InferenceRequest.builder("bls_params_caller").input(Tensor.ofFloats("X", new long[] {1}, 1)).build())
+                    .get(60, TimeUnit.SECONDS);
+            assertEquals(List.of("ok"), r.output("P").toStringList());
+        }
+    }
+
+    /** qa bls_memory: many 1 MiB calls through regions bounded at 8 MiB; a leaked block would exhaust them. */
+    @Test
+    void exec_manyLargeCalls_sharedMemoryIsReused() throws Exception {
+        Path repo = BlsRepository.write(temp, 1);
+        for (String m : List.of("bls_caller", "add_sub")) {
+            Path config = repo.resolve(m).resolve("config.pbtxt");
+            java.nio.file.Files.writeString(config, java.nio.file.Files.readString(config)
+                    + "parameters { key: \"shm_max_bytes\" value: { string_value: \"8388608\" } }\n");
+        }
+        try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.EXPLICIT).loadModel("add_sub")
+                .loadModel("bls_caller").build()) {
+            float[] a = new float[262_144];
+            for (int i = 0; i < a.length; i++) {
+                a[i] = i;
+            }
+            for (int i = 0; i < 40; i++) {
+                InferenceResponse r = host.infer(caller("bls_caller", "add_sub", a)).get(60, TimeUnit.SECONDS);
+                float[] out = r.output("OUTPUT0").toFloatArray();
+                assertEquals(a.length, out.length);
+                assertEquals(a.length, out[a.length - 1], "(a+1) at the last element, call " + i);
+            }
+        }
+    }
+
+    @Test
+    void exec_inInitialize_failsTheLoadWithAClearError() throws Exception {
+        try (BackplaneHost host = host(1)) {
+            BackplaneException e = org.junit.jupiter.api.Assertions.assertThrows(BackplaneException.class, () -> host.load("bls_in_init"));
+            assertTrue(e.getMessage().contains("only possible while the model executes a request"), e.getMessage());
+        }
+    }
+
+    @Test
     void asyncExec_twoConcurrentCalls_gathered() throws Exception {
         try (BackplaneHost host = host(1, "add_sub", "bls_async_caller")) {
             InferenceResponse r = host.infer(caller("bls_async_caller", "", 5, 6, 7, 8)).get(60, TimeUnit.SECONDS);

@@ -85,6 +85,21 @@ final class BlsRepository {
             instance_group [ { kind: KIND_CPU } ]
             """ + FAST;
 
+    static final String PARAMS = """
+            name: "%s"
+            backend: "python"
+            input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
+            output [ { name: "P" data_type: TYPE_STRING dims: [ 1 ] } ]
+            instance_group [ { kind: KIND_CPU } ]
+            """ + FAST;
+
+    static final String IN_INIT = """
+            name: "bls_in_init"
+            backend: "python"
+            input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
+            output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
+            """;
+
     private BlsRepository() {
     }
 
@@ -110,6 +125,9 @@ final class BlsRepository {
         model(repo, "bls_waiter", WAITER.formatted(waiterInstances));
         model(repo, "slow_echo", SLOW_ECHO);
         model(repo, "metrics_user", METRICS_USER);
+        model(repo, "bls_params_caller", PARAMS.formatted("bls_params_caller"));
+        model(repo, "params_echo", PARAMS.formatted("params_echo"));
+        model(repo, "bls_in_init", IN_INIT);
         Path onnx = Files.createDirectories(repo.resolve("onnx_add_sub/1"));
         Files.copy(ONNX_SAMPLE.resolve("config.pbtxt"), repo.resolve("onnx_add_sub/config.pbtxt"));
         Files.copy(ONNX_SAMPLE.resolve("1/model.onnx"), onnx.resolve("model.onnx"));
