@@ -71,8 +71,9 @@ final class ChildRequests {
             }
             RequestState child = registry.admit(request, link);
             link.child = child;
-            if (link.isDone()) {
-                child.cancel(); // the parent ended while the child was being admitted
+            // The child may already run; a cancel that came before the line above is replayed here.
+            if (link.cancelRequested || link.isDone() || parent.isCancelled()) {
+                child.cancel();
             }
             return link;
         } catch (BackplaneException e) {
@@ -118,6 +119,8 @@ final class ChildRequests {
         private final ChildRequests owner;
         private final ResponseObserver observer;
         volatile @Nullable RequestState child;
+        /** Written before {@link #child} is read in cancel, read after it is written in start: no cancel is lost. */
+        volatile boolean cancelRequested;
         private boolean done; // guarded by this
         @Nullable Runnable releaseHold;
 
@@ -165,6 +168,7 @@ final class ChildRequests {
         }
 
         void cancelByParent() {
+            cancelRequested = true;
             RequestState c = child;
             synchronized (this) {
                 if (done) {
@@ -208,8 +212,9 @@ final class ChildRequests {
 
         @Override
         public boolean cancel() {
+            cancelRequested = true;
             RequestState c = child;
-            return c != null && c.cancel();
+            return c == null ? !isDone() : c.cancel();
         }
 
         @Override

@@ -178,6 +178,10 @@ final class BlsBridge {
             call.handle = parent.startChild(request, call);
         } catch (IllegalStateException e) {
             call.onError(new BackplaneException(ErrorCode.CANCELLED, "BLS call to model '" + model + "': " + e.getMessage()));
+        } catch (UnsupportedOperationException e) {
+            call.onError(new BackplaneException(ErrorCode.UNSUPPORTED, "BLS call to model '" + model + "': " + e.getMessage()));
+        } catch (RuntimeException e) {
+            call.onError(BackplaneException.wrap(e, "BLS call to model '" + model + "' failed"));
         }
     }
 
