@@ -296,7 +296,8 @@ public final class ModelVersion implements ModelContext {
                     + (state.get() == ModelState.UNLOADING ? "unloading" : "not available") + "; retry once it is loaded");
         }
         host.listener().requestAccepted(name, version);
-        if (callerRuns && requireNonNull(batcher, "batcher").queued() == 0) {
+        // A child (BLS) never runs on its caller's thread: that is often a backend's I/O thread.
+        if (callerRuns && !(sink instanceof ChildRequests.Link) && requireNonNull(batcher, "batcher").queued() == 0) {
             for (InstanceSlot slot : instances) {
                 if (slot.tryRunInline(r)) {
                     return r;

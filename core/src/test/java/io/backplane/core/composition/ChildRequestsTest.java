@@ -175,6 +175,28 @@ class ChildRequestsTest {
     }
 
     @Test
+    void callerRunsHost_childNeverRunsOnItsCallersThread() throws Exception {
+        AtomicReference<Thread> parentThread = new AtomicReference<>();
+        AtomicReference<Thread> childThread = new AtomicReference<>();
+        backend.on("child", (batch, inst) -> {
+            childThread.set(Thread.currentThread());
+            batch.getFirst().sender().sendFinal(ScriptedBackend.echo(batch.getFirst()));
+        });
+        backend.on("parent", (batch, inst) -> {
+            parentThread.set(Thread.currentThread());
+            ScheduledRequest r = batch.getFirst();
+            Recorder rec = new Recorder();
+            r.startChild(request("child", 3), rec);
+            assertEquals(null, rec.end.get(10, TimeUnit.SECONDS));
+            r.sender().sendFinal((InferenceResponse) rec.calls.getFirst());
+        });
+        host = BackplaneHost.builder().backend(backend).modelControlMode(ModelControlMode.EXPLICIT).callerRuns(true)
+                .model(model("parent", false)).loadModel("parent").model(model("child", false)).loadModel("child").build();
+        assertEquals(3, tagOf(host.infer(request("parent", 1)).get(10, TimeUnit.SECONDS)));
+        assertTrue(childThread.get() != parentThread.get(), "the child ran on its caller's thread " + parentThread.get());
+    }
+
+    @Test
     void childToUnknownModel_errorBeforeStartChildReturns() throws Exception {
         AtomicReference<List<Object>> calls = new AtomicReference<>();
         backend.on("parent", (batch, inst) -> {
