@@ -62,14 +62,14 @@ final class ChildRequests {
             ModelVersion target = registry.route(request.modelName(), request.modelVersion());
             List<RequestState> holders = new ArrayList<>();
             for (RequestState r = parent; r != null; r = r.parent()) {
-                if (r.model() == target) {
+                if (r.origin() == target.origin()) {
                     holders.add(r);
                 }
             }
             if (!holders.isEmpty()) {
                 target.selfCalls().hold(link, holders, target, parent);
             }
-            RequestState child = registry.admit(request, link);
+            RequestState child = target.admit(request, link);
             link.child = child;
             // The child may already run; a cancel that came before the line above is replayed here.
             if (link.cancelRequested || link.isDone() || parent.isCancelled()) {
