@@ -64,7 +64,7 @@ class Bls:
         self.calls = {}
         self.metric_waits = {}
         self.pending_deletes = collections.deque()
-        self.active = []  # the requests of the execution in progress (set by the stub)
+        self.active = []  # weak references to the requests of the execution in progress (set by the stub)
 
     def _new_id(self):
         with self.lock:
@@ -75,8 +75,9 @@ class Bls:
     # ------------------------------------------------------------------ BLS
 
     def _parent(self):
-        for req in list(self.active):
-            if not req._closed:
+        for ref in list(self.active):
+            req = ref()
+            if req is not None and not req._closed:
                 return req
         raise pb_utils.TritonModelException(
             "BLS: InferenceRequest.exec() is only possible while the model executes a request that is still open "
@@ -189,6 +190,7 @@ class Bls:
             t = pb_utils.Tensor.__new__(pb_utils.Tensor)
             t._name = name
             t._array = arr
+            t._bf16 = code == 10  # BF16 on the wire (io.backplane.spi.DataType ordinal): the bits, as the stub keeps them
             outs.append(t)
         (n,) = _u32.unpack_from(buf, pos)
         pos += 4

@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 
 import numpy as np
 
@@ -412,7 +413,7 @@ class Runtime:
         """Runs execute() and returns the result message (bytes) plus its blocks."""
         blocks = []
         ret, error = None, None
-        self.bls.active = requests
+        self.bls.active = [weakref.ref(r) for r in requests]  # weak: a dropped response sender must still be collected
         try:
             ret = self.model.execute(requests)
             if asyncio.iscoroutine(ret):
