@@ -238,6 +238,11 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
     }
 
     @Override
+    public List<io.backplane.spi.metrics.MetricFamilySnapshot> customMetrics() {
+        return runtime.context().customMetrics().snapshot();
+    }
+
+    @Override
     public boolean modelControlEnabled() {
         return runtime.options().controlMode() == ModelControlMode.EXPLICIT;
     }

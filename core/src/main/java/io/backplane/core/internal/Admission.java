@@ -111,7 +111,8 @@ final class Admission implements RequestState.Hold {
         }
         host.listener().requestAccepted(name, version);
         BatchGuard q = requireNonNull(queue, "queue");
-        if (!inline.isEmpty() && q.isIdle()) {
+        // A child (BLS) never runs on its caller's thread: that is often a backend's I/O thread.
+        if (!inline.isEmpty() && !(sink instanceof ChildRequests.Link) && q.isIdle()) {
             for (InstanceSlot slot : inline) {
                 if (slot.tryRunInline(r)) {
                     return r;
@@ -141,6 +142,7 @@ final class Admission implements RequestState.Hold {
     @Override
     public void release(RequestState r, Outcome outcome) {
         open.remove(r.id());
+        r.endChildren();
         long end = host.ticker().nanoTime();
         long dispatched = r.dispatchNanos();
         long queued = dispatched == 0 ? end - r.arrivalNanos() : dispatched - r.arrivalNanos();

@@ -26,7 +26,7 @@ import org.slf4j.LoggerFactory;
 final class PythonBackend implements Backend {
     private static final Logger log = LoggerFactory.getLogger(PythonBackend.class);
     static final List<String> STUB_FILES = List.of("backplane_stub.py", "triton_python_backend_utils.py", "backplane_execute.py",
-            "backplane_dlpack.py", "backplane_model_config.py");
+            "backplane_dlpack.py", "backplane_model_config.py", "backplane_bls.py");
 
     private final Map<String, String> options;
     private final Path stubDirectory;

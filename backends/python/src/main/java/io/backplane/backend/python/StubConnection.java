@@ -86,6 +86,11 @@ final class StubConnection {
 
         /** An execution was posted: the monitor must run its rounds until the work ends. */
         void workStarted();
+
+        /** Where the model's custom metrics go, or null when the host offers none. */
+        default io.backplane.spi.metrics.@Nullable MetricRegistry metrics() {
+            return null;
+        }
     }
 
     static final class Execution {
@@ -152,6 +157,7 @@ final class StubConnection {
     private volatile long pingSentNanos;
     private long lastPingNanos;
     private long pingSeq;
+    private final BlsBridge bls;
 
     StubConnection(Owner owner, int generation, StubSettings settings, String model, String instance, boolean decoupled) {
         this.owner = owner;
@@ -161,6 +167,45 @@ final class StubConnection {
         this.instance = instance;
         this.decoupled = decoupled;
         this.tag = "model '" + model + "' instance '" + instance + "'";
+        this.bls = new BlsBridge(new BlsLink(), owner.metrics());
+    }
+
+    /** What {@link BlsBridge} sees of this connection. */
+    private final class BlsLink implements BlsBridge.Link {
+        @Override
+        public @Nullable ScheduledRequest openRequest(long execId, int index) {
+            Execution e = executions.get(execId);
+            if (e == null || e.abandoned || index >= e.reqs.size()) {
+                return null;
+            }
+            Req r = e.reqs.get(index);
+            return r.hostDone.get() ? null : r.sr;
+        }
+
+        @Override
+        public boolean withRegion(java.util.function.Consumer<SharedRegion> body) {
+            regionLock.readLock().lock();
+            try {
+                SharedRegion reg = region;
+                if (reg == null || dead.get()) {
+                    return false;
+                }
+                body.accept(reg);
+                return true;
+            } finally {
+                regionLock.readLock().unlock();
+            }
+        }
+
+        @Override
+        public void send(byte type, byte[] payload) {
+            trySend(type, payload);
+        }
+
+        @Override
+        public String describe() {
+            return StubConnection.this.describe();
+        }
     }
 
     int generation() {
@@ -268,6 +313,16 @@ final class StubConnection {
                 writeFrame(Wire.F_INIT, initJson.getBytes(StandardCharsets.UTF_8));
                 ByteBuffer reply = readFrame(channel, (byte) 0);
                 byte type = reply.get();
+                while (type == Wire.F_LOG || type == Wire.F_METRIC) { // initialize() may log and create metrics
+                    if (type == Wire.F_LOG) {
+                        int level = reply.hasRemaining() ? reply.get() : 0;
+                        logStub(level, StandardCharsets.UTF_8.decode(reply).toString());
+                    } else {
+                        bls.onFrame(type, MemorySegment.ofBuffer(reply.slice()));
+                    }
+                    reply = readFrame(channel, (byte) 0);
+                    type = reply.get();
+                }
                 if (type == Wire.F_INIT_ERR) {
                     String err = StandardCharsets.UTF_8.decode(reply).toString();
                     throw new BackplaneException(ErrorCode.INTERNAL, tag + ": initialize() failed: " + firstLine(err) + "\n" + err);
@@ -480,6 +535,7 @@ final class StubConnection {
                         logStub(level, StandardCharsets.UTF_8.decode(f).toString());
                     }
                     case Wire.F_FINALIZED -> log.debug("{}: finalize() completed", tag);
+                    case Wire.F_BLS, Wire.F_BLS_CANCEL, Wire.F_METRIC, Wire.F_HOST_FREE -> bls.onFrame(type, MemorySegment.ofBuffer(f.slice()));
                     default -> throw Wire.protocol("unexpected frame type " + type);
                 }
             }
@@ -1061,6 +1117,7 @@ final class StubConnection {
                 : "exited with code " + code + (code > 128 ? " (signal " + (code - 128) + ")" : "");
         try {
             failAll(BackplaneException.unavailable(describe() + " " + reason + " while requests were in flight"));
+            bls.close();
             Thread r = reader;
             if (r != null && r != Thread.currentThread()) {
                 r.join(2000); // the reader drains what the stub wrote last (e.g. finalize's log lines), then sees EOF

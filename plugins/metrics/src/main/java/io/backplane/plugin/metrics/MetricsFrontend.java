@@ -151,7 +151,7 @@ final class MetricsFrontend implements Frontend {
             } else if (!req.method().equals(HttpMethod.GET)) {
                 r = text(HttpResponseStatus.METHOD_NOT_ALLOWED, "{\"error\": \"/metrics accepts GET\"}", HttpHeaderValues.APPLICATION_JSON);
             } else {
-                r = text(HttpResponseStatus.OK, registry.scrape(), "text/plain; version=0.0.4; charset=utf-8");
+                r = text(HttpResponseStatus.OK, registry.scrape() + CustomMetricsText.render(service.customMetrics()), "text/plain; version=0.0.4; charset=utf-8");
             }
             boolean keepAlive = HttpUtil.isKeepAlive(req);
             if (!keepAlive) {

@@ -21,10 +21,12 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 
 import numpy as np
 
 import triton_python_backend_utils as pb_utils
+import backplane_bls
 import backplane_execute
 
 # Frame types, host -> stub
@@ -208,6 +210,7 @@ class Runtime:
         self.model_name = ""
         self.decoupled = False
         self.ctl = None
+        self.bls = backplane_bls.Bls(self, WIRE_TO_NUMPY, NUMPY_TO_WIRE, WIRE_BYTES)
         self.loop = backplane_execute.EventLoop(self.log)
         self.dropped_senders = queue.SimpleQueue()
         self.left_open = False
@@ -410,6 +413,7 @@ class Runtime:
         """Runs execute() and returns the result message (bytes) plus its blocks."""
         blocks = []
         ret, error = None, None
+        self.bls.active = [weakref.ref(r) for r in requests]  # weak: a dropped response sender must still be collected
         try:
             ret = self.model.execute(requests)
             if asyncio.iscoroutine(ret):
@@ -536,6 +540,8 @@ class Runtime:
                         blocks = self.pending_acks.pop(token, None)
                     if blocks:
                         self.arena.release(blocks)
+                elif ftype in (backplane_bls.F_BLS_RESP, backplane_bls.F_METRIC_REPLY):
+                    self.bls.on_frame(ftype, payload)
                 elif ftype == F_FINALIZE:
                     self.shutdown = True
                     self.wake.set()
@@ -651,6 +657,8 @@ def main():
     if rt.ctl[W_MAGIC] != MAGIC:
         raise ProtocolError("shared-memory control block has a bad magic number")
     del mm0
+    # The reader runs from here on: initialize() may already wait for host replies (custom metrics).
+    threading.Thread(target=rt.reader_loop, name="backplane-stub-reader", daemon=True).start()
     try:
         rt.model = load_model(init["model_file"], init["version_dir"])()
         if hasattr(rt.model, "initialize"):
@@ -661,7 +669,6 @@ def main():
         sock.close()
         os._exit(1)
     rt.send_frame(F_INIT_OK)
-    threading.Thread(target=rt.reader_loop, name="backplane-stub-reader", daemon=True).start()
     threading.Thread(target=backplane_execute.end_dropped_senders, args=(rt,), name="backplane-stub-senders",
                      daemon=True).start()
     try:
