@@ -151,12 +151,12 @@ class CliOptionsTest {
     @Test
     void serve_repeatableAndCaseInsensitiveOptions_parse() {
         ServeCommand s = parseServe("--model-repository", "a", "--model-repository=b", "--model-store", "c", "--model-control-mode", "EXPLICIT", "--load-model", "m1",
-                "--load-model=m2", "--backend-config=python,shm-default-byte-size=1048576", "--backend-config", "cpu,opt=a=b", "--log-verbose",
+                "--load-model=m2", "--backend-config=python,shm_initial_bytes=1048576", "--backend-config", "cpu,opt=a=b", "--log-verbose",
                 "--http-port", "0", "--grpc-port", "-1", "--allow-metrics=false", "--exit-timeout-secs", "0");
         assertEquals(List.of(Path.of("a"), Path.of("b"), Path.of("c")), s.modelRepositories);
         assertEquals(ModelControlMode.EXPLICIT, s.controlMode);
         assertEquals(List.of("m1", "m2"), s.loadModels);
-        assertEquals(List.of(new PluginOption("python", "shm-default-byte-size", "1048576"), new PluginOption("cpu", "opt", "a=b")), s.backendConfig);
+        assertEquals(List.of(new PluginOption("python", "shm_initial_bytes", "1048576"), new PluginOption("cpu", "opt", "a=b")), s.backendConfig);
         assertEquals(1, s.logVerbose);
         assertEquals(0, s.httpPort);
         assertEquals(-1, s.grpcPort);

@@ -41,6 +41,7 @@ final class PythonBackend implements Backend {
     }
 
     static PythonBackend create(Map<String, String> options, Path workDirectory) throws IOException {
+        StubSettings.checkBackendOptions(options);
         StubSettings.resolve(options, Map.of());
         List<String> stale = SharedRegion.reapStale();
         if (!stale.isEmpty()) {
