@@ -24,10 +24,13 @@ import org.jspecify.annotations.Nullable;
  * @param inputDatatype datatype override, or null for the metadata's
  * @param connections gRPC channels (and so server connections) to spread load over; 0 = one per
  *     available processor, capped by the concurrency
+ * @param backendsDirectories embedded mode: the folders of backend plugin directories the host
+ *     loads (the distribution's {@code backends/} by default, from the command line)
  */
 public record BenchOptions(@Nullable String url, @Nullable String grpc, @Nullable Path embeddedRepository,
         @Nullable InferenceService service, String model, long version, List<Integer> concurrency, Duration duration, Duration warmup,
-        @Nullable List<Long> inputShape, @Nullable String inputDatatype, int connections) {
+        @Nullable List<Long> inputShape, @Nullable String inputDatatype, int connections,
+        List<Path> backendsDirectories) {
 
     public BenchOptions {
         requireNonNull(model, "model is null");
@@ -35,6 +38,7 @@ public record BenchOptions(@Nullable String url, @Nullable String grpc, @Nullabl
         requireNonNull(duration, "duration is null");
         requireNonNull(warmup, "warmup is null");
         inputShape = inputShape == null ? null : List.copyOf(inputShape);
+        backendsDirectories = List.copyOf(backendsDirectories);
         int targets = (url != null ? 1 : 0) + (grpc != null ? 1 : 0) + (embeddedRepository != null ? 1 : 0) + (service != null ? 1 : 0);
         if (targets != 1) {
             throw new IllegalArgumentException("give exactly one target: --url, --grpc or --embedded-repository (found " + targets + ")");
@@ -80,6 +84,7 @@ public record BenchOptions(@Nullable String url, @Nullable String grpc, @Nullabl
         private @Nullable List<Long> shape;
         private @Nullable String datatype;
         private int connections;
+        private final List<Path> backendsDirectories = new ArrayList<>();
 
         private Builder(String model) {
             this.model = model;
@@ -140,8 +145,15 @@ public record BenchOptions(@Nullable String url, @Nullable String grpc, @Nullabl
             return this;
         }
 
+        /** Embedded mode: a folder of backend plugin directories for the host; repeatable. */
+        public Builder backendsDirectory(Path v) {
+            backendsDirectories.add(v);
+            return this;
+        }
+
         public BenchOptions build() {
-            return new BenchOptions(url, grpc, repository, service, model, version, concurrency, duration, warmup, shape, datatype, connections);
+            return new BenchOptions(url, grpc, repository, service, model, version, concurrency, duration, warmup, shape, datatype, connections,
+                    backendsDirectories);
         }
     }
 }
