@@ -298,8 +298,8 @@ public final class Bench {
 
     /** An error as a user reads it: the cause's message, with the exception's simple name only when it has none. */
     static String describe(Throwable t) {
-        if (t instanceof java.net.ConnectException || t.getCause() instanceof java.net.ConnectException) {
-            return "connection refused: " + (t.getMessage() == null ? "the server is not listening" : t.getMessage());
+        if (t instanceof java.net.ConnectException) {
+            return "connection refused" + (t.getMessage() == null || t.getMessage().isBlank() ? "" : ": " + t.getMessage());
         }
         String m = t.getMessage();
         return m == null || m.isBlank() ? t.getClass().getSimpleName() : m;
