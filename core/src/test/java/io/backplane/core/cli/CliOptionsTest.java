@@ -123,7 +123,7 @@ class CliOptionsTest {
         assertTrue(out.toString().contains("serve") && out.toString().contains("bench"), out.toString());
         assertEquals(0, cli().execute("serve", "--help"));
         for (String o : List.of("--model-repository", "--model-control-mode", "--load-model", "--repository-poll-secs", "--http-port", "--grpc-port",
-                "--metrics-port", "--backend-directory", "--backend-config", "--exit-timeout-secs", "--log-verbose")) {
+                "--metrics-port", "--backend-directory", "--bundled-backends", "--backend-config", "--exit-timeout-secs", "--log-verbose")) {
             assertTrue(out.toString().contains(o), o + " missing from serve --help:\n" + out);
         }
         assertTrue(out.toString().contains("default: 8000"), out.toString());
