@@ -117,7 +117,7 @@ public final class Bench {
         List<BenchResult.Level> levels = new ArrayList<>();
         for (int c : options.concurrency()) {
             driver.prepare(c);
-            levels.add(level(driver, c, options.warmup(), options.duration()));
+            levels.add(level(driver, c, options.warmup(), options.duration(), options.requestCount()));
         }
         return new BenchResult(options.targetName(), options.model(), driver.streaming(), levels);
     }
@@ -168,11 +168,13 @@ public final class Bench {
         volatile boolean measuring;
         volatile boolean running = true;
         final CountDownLatch stopped;
+        final CountDownLatch measured;
         final Driver driver;
 
-        Run(Driver driver, int concurrency) {
+        Run(Driver driver, int concurrency, long requestCount) {
             this.driver = driver;
             this.stopped = new CountDownLatch(concurrency);
+            this.measured = new CountDownLatch((int) Math.min(Integer.MAX_VALUE, Math.max(1, requestCount)));
         }
 
         /** An asynchronous virtual client: the next request leaves from the thread that completed the last. */
@@ -239,6 +241,7 @@ public final class Bench {
             if (!measuring) {
                 return;
             }
+            measured.countDown();
             if (e == null) {
                 latency.recordValue(Math.max(1, end - t0));
                 if (result instanceof StreamTimes st && st.arrivals().length > 0) {
@@ -258,8 +261,9 @@ public final class Bench {
         }
     }
 
-    private static BenchResult.Level level(Driver driver, int concurrency, Duration warmup, Duration duration) throws InterruptedException {
-        Run run = new Run(driver, concurrency);
+    private static BenchResult.Level level(Driver driver, int concurrency, Duration warmup, Duration duration, long requestCount)
+            throws InterruptedException {
+        Run run = new Run(driver, concurrency, requestCount);
         for (int i = 0; i < concurrency; i++) {
             if (driver.blocking()) {
                 Thread.ofPlatform().name("bench-client-" + i).daemon(true).start(run::block);
@@ -274,17 +278,22 @@ public final class Bench {
         run.betweenResponses.reset();
         run.measuring = true;
         long start = System.nanoTime();
-        Thread.sleep(duration.toMillis());
+        if (requestCount > 0) {
+            run.measured.await(duration.toMillis(), TimeUnit.MILLISECONDS); // N requests, or the duration as a limit
+        } else {
+            Thread.sleep(duration.toMillis());
+        }
         run.measuring = false;
         double seconds = (System.nanoTime() - start) / 1e9;
         ServerStats.Snapshot after = before == null ? null : driver.stats();
         run.running = false;
-        Histogram h = run.latency.getIntervalHistogram();
-        Histogram first = run.firstResponse.getIntervalHistogram();
-        Histogram between = run.betweenResponses.getIntervalHistogram();
         if (!run.stopped.await(60, TimeUnit.SECONDS)) {
             throw new IllegalStateException("requests still outstanding 60 s after the level ended");
         }
+        // every client has stopped: a request that ended in the window is in all the figures, or in none
+        Histogram h = run.latency.getIntervalHistogram();
+        Histogram first = run.firstResponse.getIntervalHistogram();
+        Histogram between = run.betweenResponses.getIntervalHistogram();
         long ok = h.getTotalCount();
         double[] server = ServerStats.perRequestMicros(before, after);
         return new BenchResult.Level(concurrency, ok, run.errors.get(), seconds, ok / seconds, micros(h, 50), micros(h, 90), micros(h, 95),

@@ -56,6 +56,10 @@ final class BenchCli {
     @Option(names = "--duration-s", paramLabel = "<s>", defaultValue = "5", description = "Measured seconds per level (default: ${DEFAULT-VALUE}).")
     double durationSeconds;
 
+    @Option(names = "--request-count", paramLabel = "<n>", defaultValue = "0",
+            description = "Measure this many requests per level instead of a duration (--duration-s is then a limit).")
+    long requestCount;
+
     @Option(names = "--warmup-s", paramLabel = "<s>", defaultValue = "1", description = "Unmeasured seconds before each level (default: ${DEFAULT-VALUE}).")
     double warmupSeconds;
 
@@ -114,7 +118,7 @@ final class BenchCli {
         }
         BenchOptions.Builder b = BenchOptions.builder(model).version(version).concurrency(concurrency)
                 .duration(Duration.ofMillis((long) (durationSeconds * 1000))).warmup(Duration.ofMillis((long) (warmupSeconds * 1000)))
-                .inputShape(inputShape).inputDatatype(inputDatatype == null ? null : inputDatatype.toUpperCase(Locale.ROOT)).connections(connections);
+                .inputShape(inputShape).inputDatatype(inputDatatype == null ? null : inputDatatype.toUpperCase(Locale.ROOT)).connections(connections).requestCount(requestCount);
         if (url != null) {
             b.url(url);
         }

@@ -24,13 +24,15 @@ import org.jspecify.annotations.Nullable;
  * @param inputDatatype datatype override, or null for the metadata's
  * @param connections gRPC channels (and so server connections) to spread load over; 0 = one per
  *     available processor, capped by the concurrency
+ * @param requestCount when positive, each level ends once this many requests were measured (or
+ *     when {@code duration} passes first); 0 measures for {@code duration}
  * @param backendsDirectories embedded mode: the folders of backend plugin directories the host
  *     loads (the distribution's {@code backends/} by default, from the command line)
  */
 public record BenchOptions(@Nullable String url, @Nullable String grpc, @Nullable Path embeddedRepository,
         @Nullable InferenceService service, String model, long version, List<Integer> concurrency, Duration duration, Duration warmup,
         @Nullable List<Long> inputShape, @Nullable String inputDatatype, int connections,
-        List<Path> backendsDirectories) {
+        long requestCount, List<Path> backendsDirectories) {
 
     public BenchOptions {
         requireNonNull(model, "model is null");
@@ -45,6 +47,9 @@ public record BenchOptions(@Nullable String url, @Nullable String grpc, @Nullabl
         }
         if (concurrency.isEmpty() || concurrency.stream().anyMatch(c -> c < 1)) {
             throw new IllegalArgumentException("concurrency levels must be ≥ 1, got " + concurrency);
+        }
+        if (requestCount < 0) {
+            throw new IllegalArgumentException("request count must be ≥ 0, got " + requestCount);
         }
         if (duration.isZero() || duration.isNegative()) {
             throw new IllegalArgumentException("duration must be positive, got " + duration);
@@ -85,6 +90,7 @@ public record BenchOptions(@Nullable String url, @Nullable String grpc, @Nullabl
         private @Nullable String datatype;
         private int connections;
         private final List<Path> backendsDirectories = new ArrayList<>();
+        private long requestCount;
 
         private Builder(String model) {
             this.model = model;
@@ -145,6 +151,12 @@ public record BenchOptions(@Nullable String url, @Nullable String grpc, @Nullabl
             return this;
         }
 
+        /** Measure this many requests per level (the duration then is a limit); 0: measure for the duration. */
+        public Builder requestCount(long v) {
+            requestCount = v;
+            return this;
+        }
+
         /** Embedded mode: a folder of backend plugin directories for the host; repeatable. */
         public Builder backendsDirectory(Path v) {
             backendsDirectories.add(v);
@@ -153,7 +165,7 @@ public record BenchOptions(@Nullable String url, @Nullable String grpc, @Nullabl
 
         public BenchOptions build() {
             return new BenchOptions(url, grpc, repository, service, model, version, concurrency, duration, warmup, shape, datatype, connections,
-                    backendsDirectories);
+                    requestCount, backendsDirectories);
         }
     }
 }

@@ -81,7 +81,8 @@ class BenchCliTest {
     }
 
     private static String[] quick(String... args) {
-        List<String> all = new ArrayList<>(List.of("--concurrency", "1,2", "--duration-s", "0.3", "--warmup-s", "0.1"));
+        // a count per level, the duration only a limit: every level measures requests, however loaded the machine
+        List<String> all = new ArrayList<>(List.of("--concurrency", "1,2", "--request-count", "20", "--duration-s", "120", "--warmup-s", "0.1"));
         all.addAll(List.of(args));
         return all.toArray(String[]::new);
     }
@@ -168,8 +169,8 @@ class BenchCliTest {
 
     @Test
     void embedded_decoupledModel_blockingClientsOverStream() throws Exception {
-        BenchResult r = Bench.run(BenchOptions.builder("stream3").service(host).concurrency(List.of(1, 2)).duration(Duration.ofMillis(300))
-                .warmup(Duration.ofMillis(100)).build());
+        BenchResult r = Bench.run(BenchOptions.builder("stream3").service(host).concurrency(List.of(1, 2)).requestCount(20)
+                .duration(Duration.ofSeconds(120)).warmup(Duration.ofMillis(100)).build());
         assertTrue(r.streaming(), r.table());
         for (BenchResult.Level l : r.levels()) {
             assertTrue(l.requests() > 0 && l.errors() == 0, r.table());
