@@ -116,10 +116,6 @@ final class Fakes {
             return cancelled;
         }
 
-        @Override
-        public boolean isDone() {
-            return closed;
-        }
 
         @Override
         public int batchSize() {

@@ -44,7 +44,7 @@ final class SimplePbtxt {
         for (Map<String, List<Object>> ig : messages(root, "instance_group")) {
             String kind = string(ig, "kind", "KIND_AUTO");
             List<Integer> gpus = ig.getOrDefault("gpus", List.of()).stream().map(o -> Integer.parseInt((String) o)).toList();
-            b.instanceGroup(new InstanceGroup(string(ig, "name", "group_" + g++), Integer.parseInt(string(ig, "count", "1")),
+            b.instanceGroup(InstanceGroup.of(string(ig, "name", "group_" + g++), Integer.parseInt(string(ig, "count", "1")),
                     InstanceKind.valueOf(kind.substring("KIND_".length())), gpus));
         }
         if (root.containsKey("dynamic_batching")) {
@@ -59,7 +59,7 @@ final class SimplePbtxt {
 
     private static TensorConfig tensor(Map<String, List<Object>> t) {
         List<Long> dims = t.getOrDefault("dims", List.of()).stream().map(o -> Long.parseLong((String) o)).toList();
-        return new TensorConfig(string(t, "name", ""), DataType.fromConfigName(string(t, "data_type", "")), dims, null, false);
+        return TensorConfig.builder(string(t, "name", ""), DataType.fromConfigName(string(t, "data_type", ""))).dims(dims).build();
     }
 
     private static String string(Map<String, List<Object>> m, String key, String dflt) {

@@ -147,10 +147,6 @@ final class Standalone {
             return cancelled;
         }
 
-        @Override
-        public boolean isDone() {
-            return response.get() != null;
-        }
 
         @Override
         public int batchSize() {

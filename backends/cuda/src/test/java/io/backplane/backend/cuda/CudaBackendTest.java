@@ -278,7 +278,7 @@ class CudaBackendTest {
     @Test
     void kernelFault_sticky_recreatesEveryInstanceOnThatGpu_otherGpusUnaffected() throws Exception {
         ModelConfig config = Fixtures.sampleConfig().toBuilder().clearInstanceGroups()
-                .instanceGroup(new InstanceGroup("g", 2, InstanceKind.GPU, List.of(0, 1))).build();
+                .instanceGroup(InstanceGroup.of("g", 2, InstanceKind.GPU, List.of(0, 1))).build();
         Standalone.Model context = Standalone.Model.of(Fixtures.SAMPLE, 1, config);
         CudaModel model = backend.loadModel(context);
         Standalone.Instance c0 = new Standalone.Instance(context, 0, InstanceKind.GPU, 0);
@@ -327,7 +327,7 @@ class CudaBackendTest {
     @Test
     void placement_gpusList_loadsTheModuleOnEachListedGpu() throws Exception {
         ModelConfig config = Fixtures.sampleConfig().toBuilder().clearInstanceGroups()
-                .instanceGroup(new InstanceGroup("g", 2, InstanceKind.GPU, List.of(1, 0))).build();
+                .instanceGroup(InstanceGroup.of("g", 2, InstanceKind.GPU, List.of(1, 0))).build();
         CudaModel model = backend.loadModel(Standalone.Model.of(Fixtures.SAMPLE, 1, config));
         assertEquals(2, driver.liveModules());
         assertEquals(1, driver.retainCount(0));
@@ -342,7 +342,7 @@ class CudaBackendTest {
     @Test
     void placement_kindGpuWithoutList_loadsOnGpu0_andOnAnotherGpuWhenAnInstanceLandsThere() throws Exception {
         ModelConfig config = Fixtures.sampleConfig().toBuilder().clearInstanceGroups()
-                .instanceGroup(new InstanceGroup("g", 1, InstanceKind.GPU, List.of())).build();
+                .instanceGroup(InstanceGroup.of("g", 1, InstanceKind.GPU, List.of())).build();
         CudaModel model = backend.loadModel(Standalone.Model.of(Fixtures.SAMPLE, 1, config));
         assertEquals(1, driver.liveModules(), "the core places a group without gpus on GPU 0");
         CudaInstance onGpu1 = instance(model, 0, 1);
@@ -355,7 +355,7 @@ class CudaBackendTest {
     @Test
     void placement_gpuOutOfRange_isAClearLoadError() throws Exception {
         ModelConfig config = Fixtures.sampleConfig().toBuilder().clearInstanceGroups()
-                .instanceGroup(new InstanceGroup("big", 1, InstanceKind.GPU, List.of(0, 5))).build();
+                .instanceGroup(InstanceGroup.of("big", 1, InstanceKind.GPU, List.of(0, 5))).build();
         BackplaneException e = assertThrows(BackplaneException.class, () -> backend.loadModel(Standalone.Model.of(Fixtures.SAMPLE, 1, config)));
         assertEquals("model 'saxpy_cuda' version 1: instance_group 'big' asks for GPU 5 but the CUDA driver sees 2 device(s) (0..1);"
                 + " check gpus: [...] and CUDA_VISIBLE_DEVICES", e.getMessage());
@@ -372,7 +372,7 @@ class CudaBackendTest {
     @Test
     void placement_kindCpu_isRejected() throws Exception {
         ModelConfig config = Fixtures.sampleConfig().toBuilder().clearInstanceGroups()
-                .instanceGroup(new InstanceGroup("cpu", 1, InstanceKind.CPU, List.of())).build();
+                .instanceGroup(InstanceGroup.of("cpu", 1, InstanceKind.CPU, List.of())).build();
         BackplaneException e = assertThrows(BackplaneException.class, () -> backend.loadModel(Standalone.Model.of(Fixtures.SAMPLE, 1, config)));
         assertTrue(e.getMessage().contains("is KIND_CPU, but the cuda backend runs on GPUs only"), e.getMessage());
     }

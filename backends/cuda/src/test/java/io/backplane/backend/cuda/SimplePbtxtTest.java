@@ -23,7 +23,7 @@ class SimplePbtxtTest {
         assertEquals(List.of("X", "Y"), c.inputs().stream().map(t -> t.name()).toList());
         assertEquals(DataType.FP32, c.output("OUT").dataType());
         assertEquals(List.of(-1L), c.input("X").dims());
-        assertEquals(List.of(new InstanceGroup("group_0", 1, InstanceKind.GPU, List.of(0))), c.instanceGroups());
+        assertEquals(List.of(InstanceGroup.of("group_0", 1, InstanceKind.GPU, List.of(0))), c.instanceGroups());
         assertNotNull(c.dynamicBatching());
         assertEquals("count, fp32:2.0, input:X, input:Y, output:OUT", c.parameters().get("kernel_args"));
     }

@@ -114,10 +114,6 @@ final class Fakes {
             return cancelled;
         }
 
-        @Override
-        public boolean isDone() {
-            return sender.isClosed();
-        }
 
         @Override
         public int batchSize() {

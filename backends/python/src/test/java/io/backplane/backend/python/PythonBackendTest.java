@@ -151,7 +151,7 @@ class PythonBackendTest {
         try (Harness h = new Harness(Configs.square())) {
             Fakes.Request r = h.run(square(1, "hold_sender")).get(0);
             r.sender.await();
-            assertTrue(r.isDone());
+            assertTrue(r.sender().isClosed());
         }
     }
 

@@ -1,9 +1,11 @@
 package ${package};
 
 import io.backplane.spi.Backend;
+import io.backplane.spi.BackendCapabilities;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackendFactory;
 import io.backplane.spi.Spi;
+import io.backplane.spi.config.InstanceKind;
 
 /**
  * The {@code ${backendName}} backend: multiplies an FP32 tensor by a factor. Registered in
@@ -16,6 +18,15 @@ public final class ScaleBackendFactory implements BackendFactory {
     @Override
     public String name() {
         return NAME;
+    }
+
+    /**
+     * What the host may ask of it: CPU instances, one request at a time, one response each. The
+     * host refuses a model that asks for more (batching, decoupled) before it reaches the backend.
+     */
+    @Override
+    public BackendCapabilities capabilities() {
+        return BackendCapabilities.builder().preferredInstanceKind(InstanceKind.CPU).batching(false).decoupled(false).build();
     }
 
     @Override
