@@ -2,7 +2,6 @@ package io.backplane.testkit;
 
 import static java.util.Objects.requireNonNull;
 
-import io.backplane.core.plugin.ThreadContextClassLoader;
 import io.backplane.spi.Backend;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackendFactory;
@@ -116,14 +115,14 @@ final class Probe {
 
         @Override
         public io.backplane.spi.BackendCapabilities capabilities() {
-            try (var _ = ThreadContextClassLoader.swap(loader)) {
+            try (var _ = ContextLoader.swap(loader)) {
                 return delegate.capabilities();
             }
         }
 
         @Override
         public Backend create(BackendContext context) throws Exception {
-            try (var _ = ThreadContextClassLoader.swap(loader)) {
+            try (var _ = ContextLoader.swap(loader)) {
                 Backend b = requireNonNull(delegate.create(context), "BackendFactory.create returned null");
                 backendsCreated.incrementAndGet();
                 return new ProbeBackend(b, loader);
@@ -143,7 +142,7 @@ final class Probe {
         @Override
         public ModelConfig autoCompleteConfig(ModelContext context) throws Exception {
             writeFiles(context);
-            try (var _ = ThreadContextClassLoader.swap(loader)) {
+            try (var _ = ContextLoader.swap(loader)) {
                 return delegate.autoCompleteConfig(context);
             }
         }
@@ -151,7 +150,7 @@ final class Probe {
         @Override
         public Model loadModel(ModelContext context) throws Exception {
             writeFiles(context);
-            try (var _ = ThreadContextClassLoader.swap(loader)) {
+            try (var _ = ContextLoader.swap(loader)) {
                 Model m = requireNonNull(delegate.loadModel(context), "Backend.loadModel returned null");
                 modelsLoaded.incrementAndGet();
                 return new ProbeModel(m, loader, context);
@@ -160,14 +159,14 @@ final class Probe {
 
         @Override
         public int deviceCount() {
-            try (var _ = ThreadContextClassLoader.swap(loader)) {
+            try (var _ = ContextLoader.swap(loader)) {
                 return delegate.deviceCount();
             }
         }
 
         @Override
         public void close() {
-            try (var _ = ThreadContextClassLoader.swap(loader)) {
+            try (var _ = ContextLoader.swap(loader)) {
                 delegate.close();
             } finally {
                 backendsClosed.incrementAndGet();
@@ -188,7 +187,7 @@ final class Probe {
 
         @Override
         public ModelInstance createInstance(InstanceContext ictx) throws Exception {
-            try (var _ = ThreadContextClassLoader.swap(loader)) {
+            try (var _ = ContextLoader.swap(loader)) {
                 ModelInstance i = requireNonNull(delegate.createInstance(ictx), "Model.createInstance returned null");
                 instancesCreated.incrementAndGet();
                 instanceKinds.add(ictx.kind());
@@ -198,7 +197,7 @@ final class Probe {
 
         @Override
         public void close() {
-            try (var _ = ThreadContextClassLoader.swap(loader)) {
+            try (var _ = ContextLoader.swap(loader)) {
                 delegate.close();
             } finally {
                 modelsClosed.incrementAndGet();
@@ -243,7 +242,7 @@ final class Probe {
                     g.pass(ids);
                 }
                 executing.put(key, wrapped.stream().map(p -> p.rec.describe()).toList().toString());
-                try (var _ = ThreadContextClassLoader.swap(loader)) {
+                try (var _ = ContextLoader.swap(loader)) {
                     delegate.execute(List.copyOf(wrapped));
                 }
                 returned = true;
@@ -268,7 +267,7 @@ final class Probe {
 
         @Override
         public void close() {
-            try (var _ = ThreadContextClassLoader.swap(loader)) {
+            try (var _ = ContextLoader.swap(loader)) {
                 delegate.close();
             } finally {
                 instancesClosed.incrementAndGet();
@@ -365,6 +364,23 @@ final class Probe {
         @Override
         public boolean isClosed() {
             return delegate.sender().isClosed();
+        }
+    }
+
+    /** Swaps the thread context class loader for a call into the backend; restores it on close. */
+    private static final class ContextLoader implements AutoCloseable {
+        private final Thread thread = Thread.currentThread();
+        private final ClassLoader previous = thread.getContextClassLoader();
+
+        static ContextLoader swap(ClassLoader loader) {
+            ContextLoader c = new ContextLoader();
+            c.thread.setContextClassLoader(loader);
+            return c;
+        }
+
+        @Override
+        public void close() {
+            thread.setContextClassLoader(previous);
         }
     }
 }
