@@ -39,7 +39,7 @@ import picocli.CommandLine.Spec;
 @Command(name = "serve", mixinStandardHelpOptions = true, sortOptions = false, usageHelpAutoWidth = true,
         description = {"Serves a model repository over the installed frontends (Open Inference Protocol REST and gRPC, metrics).",
                 "Without --model-repository it serves ./samples/models, or the samples bundled with the distribution."},
-        footer = {"", "Exit codes: 0 after a clean shutdown (SIGTERM drains within --exit-timeout-secs), 1 if the server failed, 2 for bad options."})
+        footer = {"", "Exit codes: 143 (128 + SIGTERM) after SIGTERM drained it within --exit-timeout-secs, 1 if the server failed, 2 for bad options."})
 final class ServeCommand implements Callable<Integer> {
     private static final Logger log = LoggerFactory.getLogger(ServeCommand.class);
     static final Path SAMPLES = Path.of("samples", "models");
@@ -100,12 +100,16 @@ final class ServeCommand implements Callable<Integer> {
     List<PluginOption> frontendConfig = new ArrayList<>();
 
     @Option(names = "--backend-directory", paramLabel = "<dir>",
-            description = "Folder with one sub-folder of jars per backend or plugin, each loaded in its own class loader "
-                    + "(default: <distribution>/backends when run from the distribution).")
-    @Nullable Path backendDirectory;
+            description = "A folder with one sub-folder of jars per backend or plugin, each loaded in its own class loader; repeatable. "
+                    + "Adds to the backends bundled with the distribution (<distribution>/backends).")
+    List<Path> backendDirectories = new ArrayList<>();
+
+    @Option(names = "--bundled-backends", paramLabel = "<bool>", arity = "0..1", defaultValue = "true", fallbackValue = "true",
+            description = "Load the backends bundled with the distribution (default: ${DEFAULT-VALUE}); false serves only --backend-directory's.")
+    boolean bundledBackends = true;
 
     @Option(names = "--backend-config", paramLabel = "<backend>,<key>=<value>", converter = Converters.PluginSetting.class,
-            description = "An option for one backend, e.g. python,shm-default-byte-size=1048576; repeatable.")
+            description = "An option for one backend (under its name or an alias), e.g. python,shm_initial_bytes=1048576; repeatable.")
     List<PluginOption> backendConfig = new ArrayList<>();
 
     @Option(names = "--http-restricted-api", paramLabel = "<api>[,<api>...]:<header>=<value>",
@@ -172,7 +176,7 @@ final class ServeCommand implements Callable<Integer> {
     @Override
     public Integer call() {
         List<Path> repositories = repositories();
-        Path backends = backendsDirectory();
+        List<Path> backends = backendsDirectories();
         ModelControlMode mode = controlMode();
         builtinOptions("grpc"); // bad TLS flags fail here, before anything starts
         try (LogLevels.Restore _ = LogLevels.verbose("io.backplane", logVerbose)) {
@@ -180,7 +184,7 @@ final class ServeCommand implements Callable<Integer> {
         }
     }
 
-    private int serve(List<Path> repositories, @Nullable Path backends, ModelControlMode mode) {
+    private int serve(List<Path> repositories, List<Path> backends, ModelControlMode mode) {
         long t0 = System.nanoTime();
         BackplaneHost.Builder builder = BackplaneHost.builder()
                 .modelControlMode(mode)
@@ -188,14 +192,12 @@ final class ServeCommand implements Callable<Integer> {
                 .unloadTimeout(exitTimeoutSecs == 0 ? Duration.ofMillis(1) : Duration.ofSeconds(exitTimeoutSecs));
         repositories.forEach(builder::modelRepository);
         loadModels.forEach(builder::loadModel);
-        if (backends != null) {
-            builder.backendsDirectory(backends);
-        }
+        backends.forEach(builder::backendsDirectory);
         for (PluginOption o : backendConfig) {
             builder.backendOption(o.name(), o.key(), o.value());
         }
-        log.info("Backplane {} starting: model repositories {}, model control mode {}, backends directory {}", BackplaneHost.VERSION, repositories,
-                mode.name().toLowerCase(Locale.ROOT), backends == null ? "(none)" : backends);
+        log.info("Backplane {} starting: model repositories {}, model control mode {}, backends directories {}", BackplaneHost.VERSION, repositories,
+                mode.name().toLowerCase(Locale.ROOT), backends.isEmpty() ? "(none)" : backends);
         // The hook is in place before anything starts: a SIGTERM while models load waits for the
         // start to finish (up to the exit timeout), then closes what started.
         CountDownLatch startupDone = new CountDownLatch(1);
@@ -284,18 +286,22 @@ final class ServeCommand implements Callable<Integer> {
                 + (home == null ? "" : " nor in " + home) + " to serve by default");
     }
 
-    private @Nullable Path backendsDirectory() {
-        if (backendDirectory != null) {
-            Path abs = workingDirectory.resolve(backendDirectory).normalize();
+    /** The bundled backends (unless --bundled-backends=false), then each --backend-directory. */
+    private List<Path> backendsDirectories() {
+        List<Path> out = new ArrayList<>();
+        if (bundledBackends && home != null && Files.isDirectory(home.resolve("backends"))) {
+            out.add(home.resolve("backends").normalize());
+        }
+        for (Path p : backendDirectories) {
+            Path abs = workingDirectory.resolve(p).normalize();
             if (!Files.isDirectory(abs)) {
-                throw new ParameterException(spec.commandLine(), "Invalid value for option '--backend-directory': '" + backendDirectory + "' is not a directory");
+                throw new ParameterException(spec.commandLine(), "Invalid value for option '--backend-directory': '" + p + "' is not a directory");
             }
-            return abs;
+            if (!out.contains(abs)) {
+                out.add(abs);
+            }
         }
-        if (home != null && Files.isDirectory(home.resolve("backends"))) {
-            return home.resolve("backends");
-        }
-        return null;
+        return out;
     }
 
     private ModelControlMode controlMode() {

@@ -96,7 +96,8 @@ final class Admission implements RequestState.Hold {
      */
     RequestState admit(InferenceRequest request, ResponseSink sink) {
         if (config.decoupled() && !sink.streams()) {
-            throw BackplaneException.invalid("model '" + name + "' is decoupled (it may send any number of responses); use stream()");
+            throw BackplaneException.invalid("model '" + name + "' is decoupled (it may send any number of responses): call it through a stream "
+                    + "(REST: POST /v2/models/" + name + "/generate_stream; gRPC: ModelStreamInfer; Java: InferenceService.stream)");
         }
         int batchSize = RequestValidator.validate(config, request);
         request = Reshape.toBackend(config, request);

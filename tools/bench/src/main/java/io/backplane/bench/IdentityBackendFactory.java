@@ -9,6 +9,7 @@ import io.backplane.spi.InstanceContext;
 import io.backplane.spi.Model;
 import io.backplane.spi.ModelContext;
 import io.backplane.spi.ModelInstance;
+import io.backplane.spi.ResponseSender;
 import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.Tensor;
 import io.backplane.spi.config.InstanceGroup;
@@ -20,7 +21,7 @@ import java.util.List;
 
 /**
  * A trivial backend for measuring the serving path itself: each output is the input at the same
- * position, renamed. Not registered as a service; {@link SelfBench} and tests add it in code.
+ * position, renamed (a decoupled model sends it several times, then an empty FINAL). Not registered as a service; {@link SelfBench} and tests add it in code.
  */
 public final class IdentityBackendFactory implements BackendFactory {
     public static final String NAME = "bench-identity";
@@ -37,6 +38,11 @@ public final class IdentityBackendFactory implements BackendFactory {
                 .instanceGroup(InstanceGroup.of(name + "_cpu", instances, InstanceKind.CPU, List.of())).build();
     }
 
+    /** A decoupled identity model: each request gets {@code responses} copies of its input, then an empty FINAL. */
+    public static ModelConfig decoupledModel(String name, int responses) {
+        return model(name, 1).toBuilder().decoupled(true).parameter("responses", Integer.toString(responses)).build();
+    }
+
     @Override
     public Backend create(BackendContext context) {
         return new Backend() {
@@ -44,6 +50,8 @@ public final class IdentityBackendFactory implements BackendFactory {
             public Model loadModel(ModelContext ctx) {
                 List<TensorConfig> ins = ctx.config().inputs();
                 List<TensorConfig> outs = ctx.config().outputs();
+                boolean decoupled = ctx.config().decoupled();
+                int responses = Integer.parseInt(ctx.config().parameters().getOrDefault("responses", "3"));
                 return new Model() {
                     @Override
                     public ModelInstance createInstance(InstanceContext ictx) {
@@ -58,7 +66,14 @@ public final class IdentityBackendFactory implements BackendFactory {
                                             out.add(t.withName(outs.get(i).name()));
                                         }
                                     }
-                                    r.sender().sendFinal(InferenceResponse.of(out));
+                                    if (decoupled) {
+                                        for (int k = 0; k < responses; k++) {
+                                            r.sender().send(InferenceResponse.of(out), 0);
+                                        }
+                                        r.sender().send(null, ResponseSender.FINAL);
+                                    } else {
+                                        r.sender().sendFinal(InferenceResponse.of(out));
+                                    }
                                 }
                             }
 

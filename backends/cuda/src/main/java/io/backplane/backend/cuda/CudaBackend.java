@@ -40,6 +40,12 @@ final class CudaBackend implements Backend {
 
     CudaBackend(CudaLibrary.Status status, Map<String, String> options) {
         this.status = status;
+        for (String key : options.keySet()) {
+            if (!key.equals(OPTION_LIBRARY) && !key.equals(OPTION_MEMORY_LIMIT)) {
+                throw BackplaneException.invalid("cuda backend: unknown backend option '" + key + "'; known options: ["
+                        + OPTION_LIBRARY + ", " + OPTION_MEMORY_LIMIT + "]");
+            }
+        }
         String limit = options.getOrDefault(OPTION_MEMORY_LIMIT, "0").strip();
         try {
             this.memoryLimitBytes = Long.parseLong(limit);

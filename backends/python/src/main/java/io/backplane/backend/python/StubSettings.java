@@ -23,6 +23,26 @@ record StubSettings(String interpreter, long shmInitialBytes, long shmMaxBytes, 
     static final String RESTART_BACKOFF_MAX = "restart_backoff_max_ms";
     static final String SPIN = "spin_us";
 
+    /** Every key this backend reads, as a backend option or a model parameter. */
+    static final java.util.Set<String> KEYS = java.util.Set.of(INTERPRETER, SHM_INITIAL, SHM_MAX, STARTUP_TIMEOUT, EXECUTE_TIMEOUT,
+            HEARTBEAT_INTERVAL, HEARTBEAT_TIMEOUT, STALL_KILL, FINALIZE_TIMEOUT, RESTART_BACKOFF_MAX, SPIN);
+
+    /** Refuses a backend option this backend does not read (a typo, or another server's name for it). */
+    static void checkBackendOptions(Map<String, String> backendOptions) {
+        for (String key : backendOptions.keySet()) {
+            if (!KEYS.contains(key)) {
+                String hint = switch (key) {
+                    case "shm-default-byte-size" -> " (Triton's name; here it is " + SHM_INITIAL + ")";
+                    case "shm-growth-byte-size" -> " (Triton's name; here the region grows on demand up to " + SHM_MAX + ")";
+                    case "stub-timeout-seconds" -> " (Triton's name; here it is " + STARTUP_TIMEOUT + ", in milliseconds)";
+                    default -> "";
+                };
+                throw BackplaneException.invalid("python backend: unknown backend option '" + key + "'" + hint + "; known options: "
+                        + new java.util.TreeSet<>(KEYS));
+            }
+        }
+    }
+
     /** These settings with another interpreter (an execution environment's). */
     StubSettings withInterpreter(String path) {
         return new StubSettings(path, shmInitialBytes, shmMaxBytes, startupTimeoutMillis, executeTimeoutMillis, heartbeatIntervalMillis,
