@@ -39,7 +39,7 @@ import picocli.CommandLine.Spec;
 @Command(name = "serve", mixinStandardHelpOptions = true, sortOptions = false, usageHelpAutoWidth = true,
         description = {"Serves a model repository over the installed frontends (Open Inference Protocol REST and gRPC, metrics).",
                 "Without --model-repository it serves ./samples/models, or the samples bundled with the distribution."},
-        footer = {"", "Exit codes: 143 (128 + SIGTERM) after SIGTERM drained it within --exit-timeout-secs, 1 if the server failed, 2 for bad options."})
+        footer = {"", "Exit codes: 0 after a clean stop on SIGTERM or SIGINT, 1 if the server failed, 2 for bad options."})
 final class ServeCommand implements Callable<Integer> {
     private static final Logger log = LoggerFactory.getLogger(ServeCommand.class);
     static final Path SAMPLES = Path.of("samples", "models");
