@@ -2,7 +2,6 @@ package io.backplane.testkit;
 
 import static java.util.Objects.requireNonNull;
 
-import io.backplane.core.plugin.ThreadContextClassLoader;
 import io.backplane.spi.Backend;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackendFactory;
@@ -16,10 +15,6 @@ import io.backplane.spi.ResponseSender;
 import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.config.InstanceKind;
 import io.backplane.spi.config.ModelConfig;
-import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -49,11 +44,13 @@ final class Probe {
     final Map<String, String> executing = new ConcurrentHashMap<>();
     private final ConformanceModel model;
     private final Set<String> modelNames;
+    private final ModelFiles files;
     private volatile @Nullable Gate gate;
 
     Probe(ConformanceModel model, Set<String> modelNames) {
         this.model = requireNonNull(model, "model is null");
         this.modelNames = Set.copyOf(modelNames);
+        this.files = model.files();
     }
 
     BackendFactory wrap(BackendFactory factory) {
@@ -65,27 +62,8 @@ final class Probe {
     }
 
     private void writeFiles(ModelContext ctx) {
-        if (!modelNames.contains(ctx.name())) {
-            return;
-        }
-        try {
-            synchronized (this) {
-                write(ctx.modelDirectory(), model.modelFiles());
-                write(ctx.versionDirectory(), model.versionFiles());
-            }
-        } catch (IOException e) {
-            throw new UncheckedIOException("the conformance kit could not write the model files of '" + ctx.name() + "'", e);
-        }
-    }
-
-    private static void write(Path dir, Map<String, byte[]> files) throws IOException {
-        Files.createDirectories(dir);
-        for (Map.Entry<String, byte[]> f : files.entrySet()) {
-            Path p = dir.resolve(f.getKey());
-            if (!Files.exists(p)) {
-                Files.createDirectories(p.getParent());
-                Files.write(p, f.getValue());
-            }
+        if (modelNames.contains(ctx.name())) {
+            files.writeInto(ctx.modelDirectory(), ctx.versionDirectory());
         }
     }
 
@@ -95,8 +73,7 @@ final class Probe {
 
         ProbeFactory(BackendFactory delegate) {
             this.delegate = requireNonNull(delegate, "backend() returned null");
-            ClassLoader l = delegate.getClass().getClassLoader();
-            this.loader = l != null ? l : ClassLoader.getSystemClassLoader();
+            this.loader = ContextLoader.of(delegate);
         }
 
         @Override
@@ -116,7 +93,7 @@ final class Probe {
 
         @Override
         public Backend create(BackendContext context) throws Exception {
-            try (var _ = ThreadContextClassLoader.swap(loader)) {
+            try (var _ = ContextLoader.swap(loader)) {
                 Backend b = requireNonNull(delegate.create(context), "BackendFactory.create returned null");
                 backendsCreated.incrementAndGet();
                 return new ProbeBackend(b, loader);
@@ -136,7 +113,7 @@ final class Probe {
         @Override
         public ModelConfig autoCompleteConfig(ModelContext context) throws Exception {
             writeFiles(context);
-            try (var _ = ThreadContextClassLoader.swap(loader)) {
+            try (var _ = ContextLoader.swap(loader)) {
                 return delegate.autoCompleteConfig(context);
             }
         }
@@ -144,7 +121,7 @@ final class Probe {
         @Override
         public Model loadModel(ModelContext context) throws Exception {
             writeFiles(context);
-            try (var _ = ThreadContextClassLoader.swap(loader)) {
+            try (var _ = ContextLoader.swap(loader)) {
                 Model m = requireNonNull(delegate.loadModel(context), "Backend.loadModel returned null");
                 modelsLoaded.incrementAndGet();
                 return new ProbeModel(m, loader, context);
@@ -153,7 +130,7 @@ final class Probe {
 
         @Override
         public void close() {
-            try (var _ = ThreadContextClassLoader.swap(loader)) {
+            try (var _ = ContextLoader.swap(loader)) {
                 delegate.close();
             } finally {
                 backendsClosed.incrementAndGet();
@@ -174,7 +151,7 @@ final class Probe {
 
         @Override
         public ModelInstance createInstance(InstanceContext ictx) throws Exception {
-            try (var _ = ThreadContextClassLoader.swap(loader)) {
+            try (var _ = ContextLoader.swap(loader)) {
                 ModelInstance i = requireNonNull(delegate.createInstance(ictx), "Model.createInstance returned null");
                 instancesCreated.incrementAndGet();
                 instanceKinds.add(ictx.kind());
@@ -184,7 +161,7 @@ final class Probe {
 
         @Override
         public void close() {
-            try (var _ = ThreadContextClassLoader.swap(loader)) {
+            try (var _ = ContextLoader.swap(loader)) {
                 delegate.close();
             } finally {
                 modelsClosed.incrementAndGet();
@@ -229,7 +206,7 @@ final class Probe {
                     g.pass(ids);
                 }
                 executing.put(key, wrapped.stream().map(p -> p.rec.describe()).toList().toString());
-                try (var _ = ThreadContextClassLoader.swap(loader)) {
+                try (var _ = ContextLoader.swap(loader)) {
                     delegate.execute(List.copyOf(wrapped));
                 }
                 returned = true;
@@ -254,7 +231,7 @@ final class Probe {
 
         @Override
         public void close() {
-            try (var _ = ThreadContextClassLoader.swap(loader)) {
+            try (var _ = ContextLoader.swap(loader)) {
                 delegate.close();
             } finally {
                 instancesClosed.incrementAndGet();
