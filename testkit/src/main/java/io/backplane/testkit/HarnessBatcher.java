@@ -58,6 +58,17 @@ final class HarnessBatcher implements Batcher {
         }
     }
 
+    /** Lowers the size of the awaited batch (some of its requests were refused before they were queued). */
+    void retarget(int n) {
+        lock.lock();
+        try {
+            target = Math.max(1, n);
+            changed.signalAll();
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** Waits until a batch after {@code before} was taken, then goes back to one request per batch. */
     boolean awaitTaken(long before, long deadlineNanos) throws InterruptedException {
         lock.lock();

@@ -105,7 +105,9 @@ public final class ModelHarness implements AutoCloseable {
      * Hands exactly these requests, in this order, to one {@code execute} as one batch (needs
      * {@link Builder#exactBatches()}), and returns once the core took that batch; the replies
      * may still be open. Their sizes must fit the model's {@code max_batch_size} (a model that
-     * does not batch takes one request per batch). Must not race other requests to the model.
+     * does not batch takes one request per batch). A request the host refuses at once (an
+     * invalid input) is answered with its error and left out of the batch. Must not race other
+     * requests to the model.
      */
     public List<Reply> batch(InferenceRequest... requests) throws InterruptedException {
         HarnessBatcher.Factory f = batchers;
@@ -118,8 +120,20 @@ public final class ModelHarness implements AutoCloseable {
         HarnessBatcher b = f.current();
         long before = b.expect(requests.length);
         List<Reply> out = new ArrayList<>(requests.length);
+        int accepted = 0;
         for (InferenceRequest r : requests) {
-            out.add(send(r));
+            Reply reply = send(r);
+            out.add(reply);
+            if (reply.id() > 0) {
+                accepted++;
+            }
+        }
+        if (accepted == 0) {
+            b.retarget(1);
+            return out;
+        }
+        if (accepted < requests.length) {
+            b.retarget(accepted); // the host refused some at once (e.g. an invalid input): they never reach the batcher
         }
         if (!b.awaitTaken(before, System.nanoTime() + answerTimeout.toNanos())) {
             throw new AssertionError("the core did not take the batch of " + requests.length + " request(s) within " + answerTimeout.toMillis()

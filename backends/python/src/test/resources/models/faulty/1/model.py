@@ -35,6 +35,7 @@ class TritonPythonModel:
                                             inputs=[pb_utils.Tensor("X", np.zeros(1, np.float32))])
             req.exec()
         if first == "wait_cancel":
+            pb_utils.Logger.log_info("faulty: waiting for the cancellation")  # the tests' handshake
             deadline = time.time() + 10
             while not requests[0].is_cancelled() and time.time() < deadline:
                 time.sleep(0.005)
