@@ -157,7 +157,7 @@ class StubFaultTest {
     void decoupled_stubKilledWhileSenderOpen_requestFailsOnce() throws Exception {
         try (Harness h = new Harness(Configs.square())) {
             long pid = h.stub().pid();
-            Reply r = h.send(PythonBackendTest.square(100000));
+            Reply r = h.send(PythonBackendTest.square(40_000));
             r.awaitResponses(1); // handshake: the sender is open and streaming
             ProcessHandle.of(pid).orElseThrow().destroyForcibly();
             InferenceResponse last = r.await();
@@ -177,6 +177,7 @@ class StubFaultTest {
         Process host = new ProcessBuilder(java, "-cp", System.getProperty("java.class.path"), StubHostMain.class.getName())
                 .redirectErrorStream(true).start();
         long stubPid = -1;
+        StringBuilder output = new StringBuilder();
         try (BufferedReader br = new BufferedReader(new InputStreamReader(host.getInputStream()))) {
             String line;
             while ((line = br.readLine()) != null) {
@@ -184,8 +185,9 @@ class StubFaultTest {
                     stubPid = Long.parseLong(line.substring(5).trim());
                     break;
                 }
+                output.append(line).append('\n');
             }
-            assertTrue(stubPid > 0, "the child host printed no stub pid");
+            assertTrue(stubPid > 0, "the child host printed no stub pid:\n" + output);
             host.destroyForcibly();
             assertTrue(host.waitFor(30, TimeUnit.SECONDS));
             long pid = stubPid;
