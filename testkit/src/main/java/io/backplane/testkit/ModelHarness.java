@@ -30,6 +30,7 @@ import java.util.Set;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Consumer;
+import java.util.function.Predicate;
 import java.util.function.UnaryOperator;
 import org.jspecify.annotations.Nullable;
 
@@ -57,28 +58,34 @@ import org.jspecify.annotations.Nullable;
  * {@code ModelInstance}s, and the core's contexts for them — are reachable for assertions.
  *
  * <p>{@link #close()} closes the host and then checks what the core promises (L10): every
- * instance, model and backend closed as often as created, and no {@code backplane-*} thread that
- * started with this harness still alive. It throws {@link AssertionError} naming what was left.
+ * instance, model and backend closed as often as created, and no thread that started after the
+ * harness still alive (the core's, the backend's; see {@link Builder#ignoreThread}). It throws
+ * {@link AssertionError} naming what was left. Harnesses open at the same time see each other's
+ * threads: close them in the reverse order of their start, and start none while one closes.
  *
  * <p>Thread-safe, except that {@link #batch} must not race other requests to the same model.
  */
 public final class ModelHarness implements AutoCloseable {
+    private static final Set<String> JDK_THREADS = Set.of("process reaper", "Common-Cleaner", "Attach Listener", "Signal Dispatcher");
+
     private final BackplaneHost host;
     private final String modelName;
     private final Duration answerTimeout;
     private final Recorder recorder;
     private final HarnessBatcher.@Nullable Factory batchers;
     private final Set<Thread> threadsBefore;
+    private final Predicate<Thread> ignoreThread;
     private volatile boolean closed;
 
     private ModelHarness(BackplaneHost host, String modelName, Duration answerTimeout, Recorder recorder,
-            HarnessBatcher.@Nullable Factory batchers, Set<Thread> threadsBefore) {
+            HarnessBatcher.@Nullable Factory batchers, Set<Thread> threadsBefore, Predicate<Thread> ignoreThread) {
         this.host = host;
         this.modelName = modelName;
         this.answerTimeout = answerTimeout;
         this.recorder = recorder;
         this.batchers = batchers;
         this.threadsBefore = threadsBefore;
+        this.ignoreThread = ignoreThread;
     }
 
     /** A harness for the backend that {@code factory} creates; the factory is used for one host. */
@@ -306,12 +313,18 @@ public final class ModelHarness implements AutoCloseable {
         }
     }
 
-    /** backplane-* threads that started with this harness and do not end within the answer timeout. */
+    /**
+     * Threads that started after this harness did and do not end within the answer timeout: the
+     * core's ({@code backplane-*}) and any other but the JDK's, JUnit's and those the builder's
+     * {@link Builder#ignoreThread} accepts. Each is joined up to the deadline (a handshake, no polling).
+     */
     private List<String> leftoverThreads() {
         long deadline = System.nanoTime() + answerTimeout.toNanos();
         List<String> out = new ArrayList<>();
         for (Thread t : Thread.getAllStackTraces().keySet()) {
-            if (threadsBefore.contains(t) || !t.getName().startsWith("backplane-") || t == Thread.currentThread()) {
+            String n = t.getName();
+            if (threadsBefore.contains(t) || t == Thread.currentThread() || JDK_THREADS.contains(n) || n.startsWith("ForkJoinPool.commonPool")
+                    || n.startsWith("junit-") || ignoreThread.test(t)) {
                 continue;
             }
             try {
@@ -321,7 +334,7 @@ public final class ModelHarness implements AutoCloseable {
                 break;
             }
             if (t.isAlive()) {
-                out.add(t.getName());
+                out.add(n);
             }
         }
         Collections.sort(out);
@@ -506,6 +519,7 @@ public final class ModelHarness implements AutoCloseable {
         private Duration backoffMin = Duration.ofMillis(10);
         private Duration backoffMax = Duration.ofMillis(200);
         private final List<Consumer<BackplaneHost.Builder>> hostSettings = new ArrayList<>();
+        private Predicate<Thread> ignoreThread = t -> false;
 
         private Builder(BackendFactory factory) {
             this.factory = requireNonNull(factory, "factory is null");
@@ -613,6 +627,16 @@ public final class ModelHarness implements AutoCloseable {
             return this;
         }
 
+        /**
+         * Threads that may outlive the harness (e.g. a JDK-internal pool your backend cannot stop,
+         * or a thread of your test that ends later); every other thread started meanwhile must end
+         * when the harness closes.
+         */
+        public Builder ignoreThread(Predicate<Thread> ignore) {
+            ignoreThread = requireNonNull(ignore, "ignore is null");
+            return this;
+        }
+
         /** Any other host setting (e.g. a listener); the harness sets backend, model, control mode and batcher itself. */
         public Builder configureHost(Consumer<BackplaneHost.Builder> settings) {
             hostSettings.add(requireNonNull(settings, "settings is null"));
@@ -651,7 +675,7 @@ public final class ModelHarness implements AutoCloseable {
             }
             hostSettings.forEach(s -> s.accept(b));
             BackplaneHost host = b.build();
-            return new ModelHarness(host, c.name(), answerTimeout, recorder, batchers, before);
+            return new ModelHarness(host, c.name(), answerTimeout, recorder, batchers, before, ignoreThread);
         }
     }
 }

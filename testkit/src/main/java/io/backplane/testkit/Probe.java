@@ -214,6 +214,7 @@ final class Probe {
                 executing.remove(key);
                 for (ProbeRequest p : wrapped) {
                     p.rec.executeReturned = true;
+                    p.rec.returned.countDown();
                     if (returned && !decoupled && p.rec.finals.get() == 0 && !p.delegate.isDone()) {
                         ledger.violation(Invariant.L6, p.rec.describe() + ": " + key + " returned from execute without sending its response;"
                                 + " a model that is not decoupled must send exactly one response with FINAL for every request before execute returns"
