@@ -69,6 +69,35 @@ class ConcurrencyTest {
         return model(name, false).toBuilder().instanceGroup(new InstanceGroup("", 2, InstanceKind.CPU, List.of())).build();
     }
 
+    /** Completes {@code f} with the request's outcome and counts every terminal call after the first. */
+    private static ResponseObserver terminalCounter(CompletableFuture<InferenceResponse> f, AtomicInteger extra) {
+        AtomicInteger terminals = new AtomicInteger();
+        return new ResponseObserver() {
+            private volatile InferenceResponse last;
+
+            @Override
+            public void onResponse(InferenceResponse response) {
+                last = response;
+            }
+
+            @Override
+            public void onComplete() {
+                if (terminals.incrementAndGet() > 1) {
+                    extra.incrementAndGet();
+                }
+                f.complete(last);
+            }
+
+            @Override
+            public void onError(BackplaneException error) {
+                if (terminals.incrementAndGet() > 1) {
+                    extra.incrementAndGet();
+                }
+                f.completeExceptionally(error);
+            }
+        };
+    }
+
     @ParameterizedTest(name = "callerRuns={0}")
     @ValueSource(booleans = {false, false, true, true})
     void inferCancelUnloadReload_everyRequestEndsOnceWithItsOwnResult(boolean callerRuns) throws Exception {
@@ -97,13 +126,18 @@ class ConcurrencyTest {
                 for (int i = 0; i < perThread; i++) {
                     long tag = tags.incrementAndGet();
                     String m = rnd.nextBoolean() ? "a" : "b";
-                    CompletableFuture<InferenceResponse> f = host.infer(request(m, tag));
+                    // Half the requests go through infer (a future), half through stream: the observer sees
+                    // every terminal call the core makes, so a second one is counted (a future would drop it).
+                    CompletableFuture<InferenceResponse> f;
+                    io.backplane.spi.host.RequestHandle handle = null;
+                    if (i % 2 == 0) {
+                        f = host.infer(request(m, tag));
+                    } else {
+                        f = new CompletableFuture<>();
+                        handle = host.stream(request(m, tag), terminalCounter(f, doubleCompletions));
+                    }
                     all.add(f);
-                    AtomicInteger completions = new AtomicInteger();
                     f.whenComplete((r, e) -> {
-                        if (completions.incrementAndGet() > 1) {
-                            doubleCompletions.incrementAndGet();
-                        }
                         if (e == null) {
                             if (ScriptedBackend.tagOf(r) != tag) {
                                 wrong.incrementAndGet();
@@ -114,7 +148,11 @@ class ConcurrencyTest {
                         }
                     });
                     if (rnd.nextInt(20) == 0) {
-                        f.cancel(true);
+                        if (handle != null) {
+                            handle.cancel();
+                        } else {
+                            f.cancel(true);
+                        }
                     }
                 }
             }));
@@ -154,7 +192,7 @@ class ConcurrencyTest {
         assertTrue(all.stream().allMatch(CompletableFuture::isDone), "every future completed");
         assertEquals(threads * perThread, ok.get() + failed.get(), "conservation: submitted = ok + failed");
         assertEquals(0, wrong.get(), "no caller got another caller's result");
-        assertEquals(0, doubleCompletions.get());
+        assertEquals(0, doubleCompletions.get(), "a request ended twice");
         assertEquals(0, host.openRequests());
         assertEquals(backend.instancesCreated.get(), backend.instancesClosed.get());
         assertEquals(backend.modelsLoaded.get(), backend.modelsClosed.get());
