@@ -81,6 +81,41 @@ class StubFaultTest {
         }
     }
 
+    /**
+     * Regression (found by FaultInjectionTest on the real core): the stub dies while a batch of
+     * several requests executes. The exit handler sets "dead", then fails the open requests one by
+     * one; execute, seeing "dead", returned at once, so the core found the later requests of the
+     * batch unanswered and ended them with INTERNAL ("returned from execute without answering").
+     * Execute now waits until the exit handler has ended all of its requests: each ends once, with
+     * the instance's UNAVAILABLE error.
+     */
+    @Test
+    void sigkill_duringBatchedExecute_everyRequestOfTheBatchFailsWithTheStubsError() throws Exception {
+        ListAppender<ILoggingEvent> logs = PythonBackendTest.capture();
+        try (Harness h = new Harness(Configs.batched(Configs.identity()))) {
+            for (int round = 0; round < 5; round++) {
+                long pid = h.stub().pid();
+                logs.list.clear();
+                List<Reply> batch = h.run(row(round, 3000), row(round + 0.25f, 0), row(round + 0.5f, 0));
+                awaitSleeping(logs);
+                ProcessHandle.of(pid).orElseThrow().destroyForcibly();
+                for (Reply r : batch) {
+                    assertInstanceError(r.await(), "signal 9");
+                    assertEquals(1, r.terminals());
+                }
+                h.awaitReady(30_000);
+            }
+        } finally {
+            PythonBackendTest.release(logs);
+        }
+    }
+
+    /** A request of one row for the batched identity model: INPUT0 [1, 2]. */
+    static InferenceRequest row(float tag, int sleepMs) {
+        return InferenceRequest.builder("identity").id("t" + tag).parameter("sleep_ms", (long) sleepMs)
+                .input(Tensor.ofFloats("INPUT0", new long[] {1, 2}, tag, -tag)).build();
+    }
+
     @Test
     void osExit_inExecute_failsOnceThenRestartsAndNextSucceeds() throws Exception {
         try (Harness h = new Harness(Configs.faulty())) {
