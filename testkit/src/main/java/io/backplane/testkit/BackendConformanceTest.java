@@ -87,7 +87,11 @@ public abstract class BackendConformanceTest {
     /** What the backend declares it can do; the kit uses the {@linkplain Capability#closure closure}. */
     protected abstract Set<Capability> capabilities();
 
-    /** The unload deadline of the kit's hosts (L7). A backend that needs it whole to unload fails L3/L7. */
+    /**
+     * The unload deadline of the kit's hosts (L7): a {@code close()} that does not return within it
+     * is reported (L7), and so is an {@code execute} that stays running after the FINAL of all its
+     * requests for {@link #answerTimeout()} (L3).
+     */
     protected Duration unloadTimeout() {
         return Duration.ofSeconds(5);
     }

@@ -3,13 +3,11 @@ package io.backplane.testkit;
 import static java.util.Objects.requireNonNull;
 
 import io.backplane.core.config.ModelConfigParser;
-import io.backplane.core.config.VersionFolders;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.config.ModelConfig;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 import java.util.function.LongFunction;
 import org.jspecify.annotations.Nullable;
@@ -58,11 +56,9 @@ public final class ConformanceModel {
     public static Builder fromRepository(Path repository, String model) {
         Path dir = repository.resolve(model);
         Builder b = new Builder(ModelConfigParser.parseModelDirectory(dir));
-        List<Long> versions = VersionFolders.scan(dir).versions();
-        if (!versions.isEmpty()) {
-            b.versionFilesFrom(dir.resolve(Long.toString(versions.getLast())));
-        }
-        ModelFiles.readFlat(dir, ModelConfigParser.CONFIG_FILE).forEach(b::modelFile);
+        ModelFiles files = ModelFiles.ofFolder(dir);
+        b.versionFiles.putAll(files.versionFiles());
+        b.modelFiles.putAll(files.modelFiles());
         return b;
     }
 

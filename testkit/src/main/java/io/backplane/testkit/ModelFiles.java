@@ -1,10 +1,13 @@
 package io.backplane.testkit;
 
+import io.backplane.core.config.ModelConfigParser;
+import io.backplane.core.config.VersionFolders;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.stream.Stream;
 
@@ -40,6 +43,16 @@ record ModelFiles(Map<String, byte[]> modelFiles, Map<String, byte[]> versionFil
                 Files.write(p, f.getValue());
             }
         }
+    }
+
+    /**
+     * The files of a Triton model folder as a host would serve them: every file of its highest
+     * version folder, and the files of the model folder itself except {@code config.pbtxt}.
+     */
+    static ModelFiles ofFolder(Path dir) {
+        List<Long> versions = VersionFolders.scan(dir).versions();
+        Map<String, byte[]> version = versions.isEmpty() ? Map.of() : readTree(dir.resolve(Long.toString(versions.getLast())));
+        return new ModelFiles(readFlat(dir, ModelConfigParser.CONFIG_FILE), version);
     }
 
     /** A relative path that stays inside its folder; throws naming the bad path otherwise. */

@@ -5,7 +5,6 @@ import static java.util.Objects.requireNonNull;
 import io.backplane.core.BackplaneHost;
 import io.backplane.core.ModelControlMode;
 import io.backplane.core.config.ModelConfigParser;
-import io.backplane.core.config.VersionFolders;
 import io.backplane.spi.Backend;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackendFactory;
@@ -550,11 +549,9 @@ public final class ModelHarness implements AutoCloseable {
         public Builder modelFolder(Path dir) {
             this.config = ModelConfigParser.parseModelDirectory(dir);
             this.configText = null;
-            List<Long> versions = VersionFolders.scan(dir).versions();
-            if (!versions.isEmpty()) {
-                versionFilesFrom(dir.resolve(Long.toString(versions.getLast())));
-            }
-            modelFiles.putAll(ModelFiles.readFlat(dir, ModelConfigParser.CONFIG_FILE));
+            ModelFiles files = ModelFiles.ofFolder(dir);
+            versionFiles.putAll(files.versionFiles());
+            modelFiles.putAll(files.modelFiles());
             return this;
         }
 

@@ -42,15 +42,13 @@ final class Probe {
     final List<InstanceKind> instanceKinds = new CopyOnWriteArrayList<>();
     /** instance key → what it is executing now. */
     final Map<String, String> executing = new ConcurrentHashMap<>();
-    private final ConformanceModel model;
     private final Set<String> modelNames;
     private final ModelFiles files;
     private volatile @Nullable Gate gate;
 
     Probe(ConformanceModel model, Set<String> modelNames) {
-        this.model = requireNonNull(model, "model is null");
+        this.files = requireNonNull(model, "model is null").files();
         this.modelNames = Set.copyOf(modelNames);
-        this.files = model.files();
     }
 
     BackendFactory wrap(BackendFactory factory) {
