@@ -56,8 +56,8 @@ import org.jspecify.annotations.Nullable;
  * known point. The objects the backend created — its {@code Backend}, {@code Model}s and
  * {@code ModelInstance}s, and the core's contexts for them — are reachable for assertions.
  *
- * <p>{@link #close()} closes the host and then checks what the core promises (L10): every
- * instance, model and backend closed as often as created, and no thread that started after the
+ * <p>{@link #close()} closes the host and then checks what the core promises (L10): no open
+ * request, every instance, model and backend closed as often as created, and no thread that started after the
  * harness still alive (the core's, the backend's; see {@link Builder#ignoreThread}). It throws
  * {@link AssertionError} naming what was left. Harnesses open at the same time see each other's
  * threads: close them in the reverse order of their start, and start none while one closes.
@@ -293,6 +293,10 @@ public final class ModelHarness implements AutoCloseable {
         }
         host.close();
         List<String> problems = new ArrayList<>();
+        int open = host.openRequests();
+        if (open != 0) {
+            problems.add(open + " request(s) still open after the host closed");
+        }
         Recorder r = recorder;
         if (r.instancesClosed.get() != r.instancesCreated.get()) {
             problems.add(r.instancesClosed.get() + " of " + r.instancesCreated.get() + " instance(s) were closed");
