@@ -51,7 +51,7 @@ public class InProcessBenchmark {
     @Setup(Level.Trial)
     public void start() {
         ModelConfig config = ModelConfig.builder("identity").backend(IdentityBackendFactory.NAME).input(TensorConfig.of("IN", DataType.FP32, 4))
-                .output(TensorConfig.of("OUT", DataType.FP32, 4)).instanceGroup(new InstanceGroup("", instances, InstanceKind.CPU, List.of())).build();
+                .output(TensorConfig.of("OUT", DataType.FP32, 4)).instanceGroup(InstanceGroup.of("", instances, InstanceKind.CPU, List.of())).build();
         host = BackplaneHost.builder().backend(new IdentityBackendFactory()).callerRuns(callerRuns).model(config).build();
         request = InferenceRequest.builder("identity").input(Tensor.ofFloats("IN", new long[] {4}, 1, 2, 3, 4)).build();
     }

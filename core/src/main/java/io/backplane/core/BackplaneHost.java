@@ -16,7 +16,7 @@ import io.backplane.core.plugin.PluginClassLoader;
 import io.backplane.core.plugin.PluginManager;
 import io.backplane.spi.BackendFactory;
 import io.backplane.spi.BackplaneException;
-import io.backplane.spi.BatcherFactory;
+import io.backplane.spi.batch.BatcherFactory;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
@@ -353,7 +353,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
 
         @Override
         public boolean isDone() {
-            return request == null || request.isDone();
+            return request == null || request.isClosed();
         }
     }
 

@@ -30,7 +30,24 @@ public interface Backend extends AutoCloseable {
      */
     Model loadModel(ModelContext context) throws Exception;
 
-    /** Releases backend-wide resources. Called once, last. */
+    /**
+     * How many GPUs this backend can place instances on now (e.g. the devices its driver sees).
+     * The core asks when a model has {@code KIND_AUTO} instances and the backend's
+     * {@link BackendCapabilities#preferredInstanceKind()} is GPU: above 0, they go to GPU 0,
+     * else to the CPU. Called on host threads, possibly concurrently; must be cheap and must not
+     * throw. The default is 0 (no GPU).
+     */
+    @Experimental
+    default int deviceCount() {
+        return 0;
+    }
+
+    /**
+     * Releases backend-wide resources. Called once, last, after every model of this backend
+     * closed. The default does nothing: a backend without threads, processes or native handles of
+     * its own needs no close.
+     */
     @Override
-    void close();
+    default void close() {
+    }
 }

@@ -17,21 +17,34 @@ public interface BackendFactory {
     String name();
 
     /**
-     * Other names that select this backend (e.g. {@code "onnxruntime"}), and Triton
-     * {@code platform} values it serves (e.g. {@code "onnxruntime_onnx"}). Empty by default.
+     * Other names that select this backend in {@code config.pbtxt}'s {@code backend} field
+     * (e.g. {@code "onnxruntime"}). Empty by default. Triton {@code platform} values belong in
+     * {@link BackendCapabilities#platforms()}.
      */
     default java.util.Set<String> aliases() {
         return java.util.Set.of();
     }
 
     /**
-     * The SPI version this factory was compiled against. Implement it as
-     * {@code return Spi.VERSION;}: the compiler copies the constant into your class, so the host
-     * learns the version you built against and refuses a plugin newer than itself. The default
-     * claims the host's own version.
+     * What this backend serves and how (platforms, model file names, preferred instance kind,
+     * batching, decoupled, config sections it reads itself). Called once per host, before any
+     * model loads; must be cheap and must not fail. The default is
+     * {@link BackendCapabilities#DEFAULT}.
+     */
+    default BackendCapabilities capabilities() {
+        return BackendCapabilities.DEFAULT;
+    }
+
+    /**
+     * The SPI version this factory was compiled against, or 0 (the default) to let the host read
+     * it from the {@code Backplane-SPI-Version} attribute of the plugin jar's manifest, which
+     * Backplane's build and archetype write. A plugin that overrides it should return
+     * {@code Spi.VERSION}: the compiler copies the constant into the class. The host refuses a
+     * plugin built against a newer SPI than its own, or an older one it no longer supports,
+     * naming both versions.
      */
     default int spiVersion() {
-        return Spi.VERSION;
+        return 0;
     }
 
     /**

@@ -7,7 +7,8 @@ import java.lang.annotation.RetentionPolicy;
 import java.lang.annotation.Target;
 
 /**
- * Marks SPI elements that may still change in a minor release. Plugins may use them, but must
+ * Marks SPI elements that may still change in a minor release (the batcher SPI, the raw config
+ * view, device counts). Plugins may use them, but must
  * expect to be recompiled.
  */
 @Documented

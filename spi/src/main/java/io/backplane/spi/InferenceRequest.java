@@ -163,6 +163,12 @@ public final class InferenceRequest {
             return this;
         }
 
+        /** Removes every input added so far (e.g. to replace the inputs of a {@link #toBuilder()} copy). */
+        public Builder clearInputs() {
+            inputs.clear();
+            return this;
+        }
+
         public Builder requestOutput(String name) {
             requestedOutputs.add(requireNonNull(name, "name is null"));
             return this;

@@ -10,7 +10,8 @@ import org.jspecify.annotations.Nullable;
  * One response to a request: output tensors, or an error. Immutable.
  *
  * <p>A backend builds responses with {@link #of(List)} or {@link #error(BackplaneException)};
- * the core stamps the model name, version and request id before a client sees them.
+ * the core stamps the model name, version and request id before a client sees them (a backend
+ * cannot: the stamp is not part of this type's API).
  */
 public final class InferenceResponse {
     private final String modelName;
@@ -48,8 +49,8 @@ public final class InferenceResponse {
         return new InferenceResponse("", 0, "", List.of(), Map.of(), requireNonNull(error, "error is null"));
     }
 
-    /** This response addressed to a model version and request id; used by the core. */
-    public InferenceResponse stamped(String model, long version, String id) {
+    /** This response addressed to a model version and request id; reached by hosts through {@link io.backplane.spi.host.HostResponses}. */
+    private InferenceResponse stamped(String model, long version, String id) {
         return new InferenceResponse(model, version, id, outputs, parameters, error);
     }
 

@@ -16,7 +16,11 @@ public interface Model extends AutoCloseable {
      */
     ModelInstance createInstance(InstanceContext context) throws Exception;
 
-    /** Releases the model version. Called once, after all its instances closed. */
+    /**
+     * Releases the model version. Called once, after all its instances closed. The default does
+     * nothing, for a model that holds nothing beyond its instances.
+     */
     @Override
-    void close();
+    default void close() {
+    }
 }

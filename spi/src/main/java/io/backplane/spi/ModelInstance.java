@@ -35,7 +35,11 @@ public interface ModelInstance extends AutoCloseable {
         return true;
     }
 
-    /** Releases the instance. Called once. */
+    /**
+     * Releases the instance: stops every thread and process it started. Called once. The default
+     * does nothing, for an instance that started none and holds no native memory.
+     */
     @Override
-    void close();
+    default void close() {
+    }
 }

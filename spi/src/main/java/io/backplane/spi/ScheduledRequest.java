@@ -26,8 +26,16 @@ public interface ScheduledRequest {
      */
     boolean isCancelled();
 
-    /** Whether the request has ended (its sender is closed). */
-    boolean isDone();
+    /**
+     * Whether the request has ended: the same state as {@code sender().isClosed()}, which is its
+     * one name. Kept so that backends compiled against SPI 1 still link.
+     *
+     * @deprecated use {@code sender().isClosed()}
+     */
+    @Deprecated(since = "2", forRemoval = true)
+    default boolean isDone() {
+        return sender().isClosed();
+    }
 
     /**
      * The number of items this request contributes to a batch: its first dimension for a model

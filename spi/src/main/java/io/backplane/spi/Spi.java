@@ -5,12 +5,26 @@ package io.backplane.spi;
  */
 public final class Spi {
     /**
-     * The SPI version. It grows by one whenever a capability is added. A plugin reports the
-     * version it was compiled against through {@link BackendFactory#spiVersion()} or
-     * {@link BatcherFactory#spiVersion()}; the host refuses plugins built against a newer SPI
-     * than its own.
+     * The SPI version. It grows by one whenever a capability is added or a type changes shape.
+     * Version 2 made the config types final classes with builders, added
+     * {@link BackendCapabilities}, and moved the batcher SPI to {@code io.backplane.spi.batch}.
      */
-    public static final int VERSION = 1;
+    public static final int VERSION = 2;
+
+    /**
+     * The oldest plugin SPI version this host still loads. A backend built against version 1
+     * that used no removed constructor and no batcher type keeps working.
+     */
+    public static final int OLDEST_SUPPORTED_VERSION = 1;
+
+    /**
+     * The manifest attribute that carries the SPI version a plugin jar was built against
+     * ({@code Backplane-SPI-Version: 2}). The spi jar's own manifest carries its version under the
+     * same name; Backplane's build and archetype write it into every plugin jar. The host reads it
+     * from the jar that holds a plugin's factory class when the factory does not report a version
+     * itself, and assumes {@link #OLDEST_SUPPORTED_VERSION} (with a warning) when neither says.
+     */
+    public static final String MANIFEST_ATTRIBUTE = "Backplane-SPI-Version";
 
     private Spi() {
     }

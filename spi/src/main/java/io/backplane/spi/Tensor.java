@@ -91,6 +91,42 @@ public final class Tensor {
         return of(name, DataType.FP32, shape, s);
     }
 
+    /** An FP16 tensor; each value is rounded to the nearest half-precision float (ties to even). */
+    public static Tensor ofFloat16s(String name, long[] shape, float... values) {
+        MemorySegment s = MemorySegment.ofArray(new byte[values.length * 2]);
+        for (int i = 0; i < values.length; i++) {
+            s.setAtIndex(LE_SHORT, i, Float.floatToFloat16(values[i]));
+        }
+        return of(name, DataType.FP16, shape, s);
+    }
+
+    /** A BF16 tensor; each value is rounded with {@link #toBf16Bits(float)}. */
+    public static Tensor ofBFloat16s(String name, long[] shape, float... values) {
+        MemorySegment s = MemorySegment.ofArray(new byte[values.length * 2]);
+        for (int i = 0; i < values.length; i++) {
+            s.setAtIndex(LE_SHORT, i, toBf16Bits(values[i]));
+        }
+        return of(name, DataType.BF16, shape, s);
+    }
+
+    /**
+     * The bfloat16 bits of {@code f}: rounded to nearest, ties to even; a NaN stays a (quiet) NaN,
+     * infinities stay infinite. The inverse of {@link #fromBf16Bits(short)} for values bfloat16
+     * can hold.
+     */
+    public static short toBf16Bits(float f) {
+        int bits = Float.floatToRawIntBits(f);
+        if (Float.isNaN(f)) {
+            return (short) ((bits >>> 16) | 0x40);
+        }
+        return (short) ((bits + 0x7FFF + ((bits >>> 16) & 1)) >>> 16);
+    }
+
+    /** The float a bfloat16 value (its 16 bits) stands for; exact. */
+    public static float fromBf16Bits(short bits) {
+        return Float.intBitsToFloat((bits & 0xFFFF) << 16);
+    }
+
     public static Tensor ofDoubles(String name, long[] shape, double... values) {
         MemorySegment s = MemorySegment.ofArray(new byte[values.length * 8]);
         MemorySegment.copy(values, 0, s, LE_DOUBLE, 0, values.length);
@@ -225,7 +261,7 @@ public final class Tensor {
             }
             case BF16 -> {
                 for (int i = 0; i < n; i++) {
-                    out[i] = Float.intBitsToFloat((data.getAtIndex(LE_SHORT, i) & 0xFFFF) << 16);
+                    out[i] = fromBf16Bits(data.getAtIndex(LE_SHORT, i));
                 }
             }
             default -> throw wrongType("float[]");

@@ -5,8 +5,11 @@
  * <h2>Who calls what</h2>
  * <ul>
  *   <li>The host discovers {@link io.backplane.spi.BackendFactory} and
- *       {@link io.backplane.spi.BatcherFactory} implementations through
+ *       {@link io.backplane.spi.batch.BatcherFactory} implementations through
  *       {@link java.util.ServiceLoader}, once per plugin class loader.</li>
+ *   <li>At discovery the host reads each backend's {@link io.backplane.spi.BackendFactory#capabilities()}
+ *       (platforms, model files, placement, batching, decoupled) and its SPI version (from the
+ *       factory or the jar's {@code Backplane-SPI-Version} manifest attribute).</li>
  *   <li>For each model version the core calls {@link io.backplane.spi.Backend#loadModel}, then
  *       {@link io.backplane.spi.Model#createInstance} once per configured instance.</li>
  *   <li>Requests reach an instance through {@link io.backplane.spi.ModelInstance#execute}, on a

@@ -70,4 +70,25 @@ class TensorTest {
         assertThrows(BackplaneException.class, () -> DataType.fromConfigName("TYPE_BYTES"));
         assertThrows(BackplaneException.class, () -> DataType.fromProtocolName("FLOAT"));
     }
+
+    @Test
+    void ofFloat16sAndBFloat16s_roundTripRepresentableValues() {
+        float[] values = {0f, 1f, -2.5f, 65504f, Float.POSITIVE_INFINITY};
+        assertArrayEquals(values, Tensor.ofFloat16s("h", new long[] {5}, values).toFloatArray());
+        float[] bf = {0f, 1f, -2.5f, 3.0e38f, Float.NEGATIVE_INFINITY};
+        float[] back = Tensor.ofBFloat16s("b", new long[] {5}, bf).toFloatArray();
+        assertEquals(DataType.BF16, Tensor.ofBFloat16s("b", new long[] {5}, bf).dataType());
+        for (int i = 0; i < bf.length; i++) {
+            assertEquals(bf[i], back[i], Math.abs(bf[i]) / 128, "bf16 keeps 8 bits of mantissa: " + bf[i]);
+        }
+    }
+
+    @Test
+    void toBf16Bits_roundsToNearestEven_andKeepsNaN() {
+        assertEquals((short) 0x3F80, Tensor.toBf16Bits(1f));
+        assertEquals((short) 0x3F80, Tensor.toBf16Bits(Float.intBitsToFloat(0x3F808000)), "a tie rounds to the even neighbour");
+        assertEquals((short) 0x3F82, Tensor.toBf16Bits(Float.intBitsToFloat(0x3F818000)), "a tie rounds to the even neighbour, up");
+        assertTrue(Float.isNaN(Tensor.fromBf16Bits(Tensor.toBf16Bits(Float.NaN))));
+        assertEquals(1f, Tensor.fromBf16Bits((short) 0x3F80));
+    }
 }

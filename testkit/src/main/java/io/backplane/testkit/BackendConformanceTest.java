@@ -580,7 +580,7 @@ public abstract class BackendConformanceTest {
         }
         if (!caps.contains(Capability.GPU) && !usesGpu(c)) {
             asks.put(Capability.GPU, rename(c, c.name() + "_kitgpu").toBuilder().clearInstanceGroups()
-                    .instanceGroup(new InstanceGroup("kitgpu", 1, InstanceKind.GPU, List.of(0))).build());
+                    .instanceGroup(InstanceGroup.of("kitgpu", 1, InstanceKind.GPU, List.of(0))).build());
         }
         if (asks.isEmpty()) {
             Assumptions.abort("not applicable: the backend declares every capability a model config can ask for (" + caps + ")");
@@ -758,17 +758,16 @@ public abstract class BackendConformanceTest {
     }
 
     private static ModelConfig rename(ModelConfig c, String name) {
-        return new ModelConfig(name, c.platform(), c.backend(), c.maxBatchSize(), c.inputs(), c.outputs(), c.instanceGroups(), c.dynamicBatching(),
-                c.versionPolicy(), c.decoupled(), c.parameters(), c.defaultModelFilename());
+        return c.toBuilder().name(name).build();
     }
 
     private static ModelConfig withInstances(ModelConfig c, int count) {
         ModelConfig.Builder b = c.toBuilder().clearInstanceGroups();
         if (c.instanceGroups().isEmpty()) {
-            b.instanceGroup(new InstanceGroup("", count, InstanceKind.AUTO, List.of()));
+            b.instanceGroup(InstanceGroup.of("", count, InstanceKind.AUTO, List.of()));
         } else {
             for (InstanceGroup g : c.instanceGroups()) {
-                b.instanceGroup(new InstanceGroup(g.name(), Math.max(count, g.count()), g.kind(), g.gpus()));
+                b.instanceGroup(InstanceGroup.of(g.name(), Math.max(count, g.count()), g.kind(), g.gpus()));
             }
         }
         return b.build();

@@ -47,7 +47,7 @@ public final class IdentityBackendFactory implements BackendFactory {
     public static ModelConfig model(String name, int instances) {
         return ModelConfig.builder(name).backend(NAME).input(TensorConfig.of("IN0", DataType.FP32, -1))
                 .output(TensorConfig.of("OUT0", DataType.FP32, -1))
-                .instanceGroup(new InstanceGroup(name + "_cpu", instances, InstanceKind.CPU, List.of())).build();
+                .instanceGroup(InstanceGroup.of(name + "_cpu", instances, InstanceKind.CPU, List.of())).build();
     }
 
     @Override

@@ -90,6 +90,13 @@ final class Probe {
         }
 
         @Override
+        public io.backplane.spi.BackendCapabilities capabilities() {
+            try (var _ = ContextLoader.swap(loader)) {
+                return delegate.capabilities();
+            }
+        }
+
+        @Override
         public Backend create(BackendContext context) throws Exception {
             try (var _ = ContextLoader.swap(loader)) {
                 Backend b = requireNonNull(delegate.create(context), "BackendFactory.create returned null");
@@ -123,6 +130,13 @@ final class Probe {
                 Model m = requireNonNull(delegate.loadModel(context), "Backend.loadModel returned null");
                 modelsLoaded.incrementAndGet();
                 return new ProbeModel(m, loader, context);
+            }
+        }
+
+        @Override
+        public int deviceCount() {
+            try (var _ = ContextLoader.swap(loader)) {
+                return delegate.deviceCount();
             }
         }
 
@@ -213,7 +227,7 @@ final class Probe {
                 for (ProbeRequest p : wrapped) {
                     p.rec.executeReturned = true;
                     p.rec.returned.countDown();
-                    if (returned && !decoupled && p.rec.finals.get() == 0 && !p.delegate.isDone()) {
+                    if (returned && !decoupled && p.rec.finals.get() == 0 && !p.delegate.sender().isClosed()) {
                         ledger.violation(Invariant.L6, p.rec.describe() + ": " + key + " returned from execute without sending its response;"
                                 + " a model that is not decoupled must send exactly one response with FINAL for every request before execute returns"
                                 + " (the core answered it with an INTERNAL error)");
@@ -272,11 +286,6 @@ final class Probe {
                 rec.sawCancelled = true;
             }
             return c;
-        }
-
-        @Override
-        public boolean isDone() {
-            return delegate.isDone();
         }
 
         @Override

@@ -3,8 +3,8 @@ package io.backplane.core.batch;
 import static java.util.Objects.requireNonNull;
 
 import io.backplane.spi.BackplaneException;
-import io.backplane.spi.Batcher;
-import io.backplane.spi.BatcherContext;
+import io.backplane.spi.batch.Batcher;
+import io.backplane.spi.batch.BatcherContext;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.Ticker;
@@ -214,7 +214,7 @@ final class DynamicBatcher implements Batcher {
             for (ArrayDeque<Entry> q : List.of(level.main, level.delayed)) {
                 for (Iterator<Entry> it = q.iterator(); it.hasNext();) {
                     Entry e = it.next();
-                    if (e.request.isDone()) { // withdrawn by the core (cancel, unload) before we heard of it
+                    if (e.request.sender().isClosed()) { // withdrawn by the core (cancel, unload) before we heard of it
                         it.remove();
                         e.gone = true;
                         queuedRequests--;

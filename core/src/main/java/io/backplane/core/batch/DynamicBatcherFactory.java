@@ -1,8 +1,8 @@
 package io.backplane.core.batch;
 
-import io.backplane.spi.Batcher;
-import io.backplane.spi.BatcherContext;
-import io.backplane.spi.BatcherFactory;
+import io.backplane.spi.batch.Batcher;
+import io.backplane.spi.batch.BatcherContext;
+import io.backplane.spi.batch.BatcherFactory;
 import io.backplane.spi.config.DynamicBatching;
 
 /**

@@ -1,8 +1,8 @@
 package io.backplane.core.batch;
 
-import io.backplane.spi.Batcher;
-import io.backplane.spi.BatcherContext;
-import io.backplane.spi.BatcherFactory;
+import io.backplane.spi.batch.Batcher;
+import io.backplane.spi.batch.BatcherContext;
+import io.backplane.spi.batch.BatcherFactory;
 import io.backplane.spi.ScheduledRequest;
 import java.util.ArrayList;
 import java.util.List;
@@ -48,7 +48,7 @@ public final class NoneBatcherFactory implements BatcherFactory {
                 if (r == null || r == CLOSED) {
                     return List.of();
                 }
-                if (!r.isDone()) {
+                if (!r.sender().isClosed()) {
                     return List.of(r);
                 }
             }
@@ -104,10 +104,6 @@ public final class NoneBatcherFactory implements BatcherFactory {
             return true;
         }
 
-        @Override
-        public boolean isDone() {
-            return true;
-        }
 
         @Override
         public int batchSize() {

@@ -18,6 +18,7 @@ import io.backplane.core.config.proto.ModelVersionPolicy;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
 import io.backplane.spi.ErrorCode;
+import io.backplane.spi.config.ConfigNode;
 import io.backplane.spi.config.DynamicBatching;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.InstanceKind;
@@ -33,7 +34,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -68,18 +68,6 @@ public final class ModelConfigParser {
             "ModelOutput", Set.of("label_filename", "is_shape_tensor", "is_non_linear_format_io"),
             "ModelInstanceGroup", Set.of("rate_limiter", "secondary_devices", "profile", "passive", "host_policy"));
 
-    /** Model file in a version folder → backend, for directories without config.pbtxt. */
-    private static final Map<String, String> INFERRED_BACKENDS = inferredBackends();
-
-    private static Map<String, String> inferredBackends() {
-        Map<String, String> m = new LinkedHashMap<>();
-        m.put("model.py", "python");
-        m.put("model.onnx", "onnxruntime");
-        m.put("model.ptx", "cuda");
-        m.put("model.cubin", "cuda");
-        return java.util.Collections.unmodifiableMap(m);
-    }
-
     private static final Pattern POSITION_PREFIX = Pattern.compile("^-?\\d+:-?\\d+: ");
     private static final Pattern UNKNOWN_FIELD = Pattern.compile("(\\d+):(\\d+):\\s*([A-Za-z0-9_.]+)\\.([A-Za-z0-9_]+)\\s*$");
     private static final Pattern FIELD_BEFORE_VALUE = Pattern.compile("([A-Za-z_][A-Za-z0-9_]*)\\s*:");
@@ -110,23 +98,29 @@ public final class ModelConfigParser {
     private ModelConfigParser() {
     }
 
+    /** As {@link #parseModelDirectory(Path, BackendCatalog)} with no backend known ({@link BackendCatalog#NONE}). */
+    public static ModelConfig parseModelDirectory(Path modelDir) {
+        return parseModelDirectory(modelDir, BackendCatalog.NONE);
+    }
+
     /**
      * Parses and checks {@code <modelDir>/config.pbtxt}, or infers a minimal config when the file is
-     * absent: name = directory name, backend from the model file in the highest version folder
-     * ({@code model.py} → python, {@code model.onnx} → onnxruntime, {@code model.ptx}/{@code .cubin} →
-     * cuda). A {@code version_policy { specific {...} }} must name existing version folders.
+     * absent: name = directory name, backend from the model file in the highest version folder, as
+     * the installed backends declared in {@code catalog} (e.g. {@code model.py} → python). A
+     * {@code platform} without {@code backend} takes the backend that declared the platform. A
+     * {@code version_policy { specific {...} }} must name existing version folders.
      *
      * @throws BackplaneException INVALID_ARGUMENT for a bad or unreadable config; NOT_FOUND when
      *     {@code modelDir} is not a directory
      */
-    public static ModelConfig parseModelDirectory(Path modelDir) {
+    public static ModelConfig parseModelDirectory(Path modelDir, BackendCatalog catalog) {
         if (!Files.isDirectory(modelDir)) {
             throw BackplaneException.notFound("model directory " + modelDir + " does not exist or is not a directory");
         }
         String dirName = modelDir.getFileName() == null ? modelDir.toString() : modelDir.getFileName().toString();
         Path file = modelDir.resolve(CONFIG_FILE);
         if (!Files.exists(file)) {
-            return infer(modelDir, dirName);
+            return infer(modelDir, dirName, catalog);
         }
         if (!Files.isRegularFile(file)) {
             throw BackplaneException.invalid(file + ": is not a regular file; config.pbtxt must be a text file");
@@ -142,7 +136,7 @@ public final class ModelConfigParser {
         if (text.startsWith("\uFEFF")) {
             text = text.substring(1); // a byte-order mark from Windows editors; TextFormat would reject it
         }
-        Parsed parsed = parseWithPositions(text, file.toString(), dirName);
+        Parsed parsed = parseWithPositions(text, file.toString(), dirName, catalog);
         checkSpecificVersionsExist(parsed.config(), parsed.at(), modelDir);
         return parsed.config();
     }
@@ -157,13 +151,22 @@ public final class ModelConfigParser {
      * @throws BackplaneException INVALID_ARGUMENT naming {@code sourceName}, line, column and field
      */
     public static ModelConfig parse(String text, String sourceName, String expectedModelName) {
-        return parseWithPositions(text, sourceName, expectedModelName).config();
+        return parse(text, sourceName, expectedModelName, BackendCatalog.NONE);
+    }
+
+    /** As {@link #parse(String, String, String)}, resolving platforms and backend-read sections through {@code catalog}. */
+    public static ModelConfig parse(String text, String sourceName, String expectedModelName, BackendCatalog catalog) {
+        return parseWithPositions(text, sourceName, expectedModelName, catalog).config();
     }
 
     private record Parsed(ModelConfig config, SourcePositions at) {
     }
 
-    private static Parsed parseWithPositions(String text, String source, String expectedName) {
+    private static Parsed parseWithPositions(String text, String source, String expectedName, BackendCatalog catalog) {
+        RawConfigReader.Result raw = RawConfigReader.read(text);
+        if (raw != null) {
+            text = withoutBackendSections(text, raw, catalog);
+        }
         TextFormatParseInfoTree.Builder tree = TextFormatParseInfoTree.builder();
         TextFormat.Parser parser = TextFormat.Parser.newBuilder()
                 .setParseInfoTreeBuilder(tree)
@@ -180,9 +183,29 @@ public final class ModelConfigParser {
         TextFormatParseInfoTree built = tree.build();
         SourcePositions at = SourcePositions.of(source, proto, built);
         checkDuplicateMapKeys(proto, built, at);
-        ModelConfig config = convert(proto, at, expectedName);
+        ModelConfig config = convert(proto, at, expectedName, catalog, raw == null ? ConfigNode.EMPTY : raw.tree());
         ModelConfigValidator.validate(config, at);
         return new Parsed(config, at);
+    }
+
+    /**
+     * Blanks the top-level sections that the model's backend declared it reads itself and that
+     * Backplane's schema does not have, so the schema check accepts them; they stay in the raw view.
+     */
+    private static String withoutBackendSections(String text, RawConfigReader.Result raw, BackendCatalog catalog) {
+        String backend = raw.tree().value("backend").orElse("");
+        String platform = raw.tree().value("platform").orElse("");
+        Set<String> declared = new java.util.HashSet<>(backend.isEmpty() ? Set.of() : catalog.configSections(backend));
+        if (!platform.isEmpty()) {
+            declared.addAll(catalog.configSections(platform));
+        }
+        if (declared.isEmpty()) {
+            return text;
+        }
+        Descriptor schema = io.backplane.core.config.proto.ModelConfig.getDescriptor();
+        List<RawConfigReader.Span> handled = raw.topLevel().stream()
+                .filter(span -> declared.contains(span.name()) && schema.findFieldByName(span.name()) == null).toList();
+        return handled.isEmpty() ? text : RawConfigReader.blank(text, handled);
     }
 
     // ---- TextFormat errors ------------------------------------------------------------------------
@@ -281,7 +304,8 @@ public final class ModelConfigParser {
 
     // ---- conversion to the SPI records -------------------------------------------------------------
 
-    private static ModelConfig convert(io.backplane.core.config.proto.ModelConfig m, SourcePositions at, String expectedName) {
+    private static ModelConfig convert(io.backplane.core.config.proto.ModelConfig m, SourcePositions at, String expectedName, BackendCatalog catalog,
+            ConfigNode raw) {
         String name = m.getName();
         if (name.isEmpty()) {
             if (expectedName.isEmpty()) {
@@ -293,28 +317,38 @@ public final class ModelConfigParser {
                     + "'; set name: \"" + expectedName + "\" or rename the directory");
         }
         String backend = m.getBackend();
-        if (backend.isEmpty() && !m.getPlatform().isEmpty()) {
-            backend = ModelConfigValidator.backendForPlatform(m.getPlatform()).orElse("");
+        if (!m.getPlatform().isEmpty()) {
+            java.util.Optional<String> serving = catalog.backendForPlatform(m.getPlatform());
+            if (backend.isEmpty() && serving.isEmpty() && catalog.knowsEveryBackend()) {
+                throw error(at.at("platform"), "platform", "'" + m.getPlatform() + "' is a platform no installed backend serves; name a backend"
+                        + " with backend: \"...\", or install one that declares this platform");
+            }
+            // A platform-only config keeps its backend empty: the core finds the backend by the platform, and the
+            // backend's auto-complete may name itself as Triton does (the cpu backend writes "onnxruntime").
+            if (!backend.isEmpty() && serving.isPresent() && !serving.get().equals(catalog.canonicalName(backend))) {
+                throw error(at.at("backend"), "backend", "backend '" + backend + "' contradicts platform '" + m.getPlatform()
+                        + "' (served by backend '" + serving.get() + "'); remove one of them");
+            }
         }
         if (m.getMaxBatchSize() < 0) {
             throw error(at.at("max_batch_size"), "max_batch_size", "max_batch_size " + m.getMaxBatchSize()
                     + " is negative; use 0 for a model that does not batch, or the largest batch size");
         }
         ModelConfig.Builder b = ModelConfig.builder(name).platform(m.getPlatform()).backend(backend).maxBatchSize(m.getMaxBatchSize())
-                .decoupled(m.getModelTransactionPolicy().getDecoupled()).defaultModelFilename(m.getDefaultModelFilename());
+                .decoupled(m.getModelTransactionPolicy().getDecoupled()).defaultModelFilename(m.getDefaultModelFilename()).raw(raw);
         for (int i = 0; i < m.getInputCount(); i++) {
             ModelInput in = m.getInput(i);
             String path = "input[" + i + "]";
             DataType type = dataType(in.getDataTypeValue(), in.getName(), path, at);
             List<Long> reshape = in.hasReshape() ? in.getReshape().getShapeList() : null;
-            b.input(construct(() -> new TensorConfig(in.getName(), type, in.getDimsList(), reshape, in.getOptional()), at.at(path), "input"));
+            b.input(construct(() -> TensorConfig.builder(in.getName(), type).dims(in.getDimsList()).reshape(reshape).optional(in.getOptional()).build(), at.at(path), "input"));
         }
         for (int i = 0; i < m.getOutputCount(); i++) {
             ModelOutput out = m.getOutput(i);
             String path = "output[" + i + "]";
             DataType type = dataType(out.getDataTypeValue(), out.getName(), path, at);
             List<Long> reshape = out.hasReshape() ? out.getReshape().getShapeList() : null;
-            b.output(construct(() -> new TensorConfig(out.getName(), type, out.getDimsList(), reshape, false), at.at(path), "output"));
+            b.output(construct(() -> TensorConfig.builder(out.getName(), type).dims(out.getDimsList()).reshape(reshape).build(), at.at(path), "output"));
         }
         for (int i = 0; i < m.getInstanceGroupCount(); i++) {
             b.instanceGroup(instanceGroup(m.getInstanceGroup(i), name, i, at));
@@ -373,7 +407,7 @@ public final class ModelConfigParser {
         // Triton names an unnamed group <model name>_<group number>.
         String name = g.getName().isEmpty() ? modelName + "_" + index : g.getName();
         int count = g.hasCount() ? g.getCount() : 1;
-        return construct(() -> new InstanceGroup(name, count, kind, g.getGpusList()), at.at(path), "instance_group");
+        return construct(() -> InstanceGroup.of(name, count, kind, g.getGpusList()), at.at(path), "instance_group");
     }
 
     private static DynamicBatching dynamicBatching(ModelDynamicBatching d, SourcePositions at) {
@@ -393,8 +427,9 @@ public final class ModelConfigParser {
             int level = smallInt(e.getKey(), path, at);
             perLevel.put(level, queuePolicy(e.getValue(), path, at));
         }
-        return construct(() -> new DynamicBatching(d.getPreferredBatchSizeList(), delay, d.getPreserveOrdering(), levels, defaultLevel,
-                defaultPolicy, perLevel), at.at("dynamic_batching"), "dynamic_batching");
+        return construct(() -> DynamicBatching.builder().preferredBatchSizes(d.getPreferredBatchSizeList()).maxQueueDelayMicros(delay)
+                .preserveOrdering(d.getPreserveOrdering()).priorityLevels(levels).defaultPriorityLevel(defaultLevel).defaultQueuePolicy(defaultPolicy)
+                .priorityQueuePolicy(perLevel).build(), at.at("dynamic_batching"), "dynamic_batching");
     }
 
     private static QueuePolicy queuePolicy(ModelQueuePolicy q, String path, SourcePositions at) {
@@ -414,7 +449,7 @@ public final class ModelConfigParser {
             throw error(at.at(path + ".max_queue_size"), path + ".max_queue_size", Integer.toUnsignedString(maxQueue)
                     + " is too large; use at most " + Integer.MAX_VALUE);
         }
-        return construct(() -> new QueuePolicy(action, timeout, q.getAllowTimeoutOverride(), maxQueue), at.at(path), path);
+        return construct(() -> QueuePolicy.of(action, timeout, q.getAllowTimeoutOverride(), maxQueue), at.at(path), path);
     }
 
     private static VersionPolicy versionPolicy(ModelVersionPolicy v, SourcePositions at) {
@@ -470,7 +505,7 @@ public final class ModelConfigParser {
         }
     }
 
-    private static ModelConfig infer(Path modelDir, String dirName) {
+    private static ModelConfig infer(Path modelDir, String dirName, BackendCatalog catalog) {
         List<Long> versions = VersionFolders.scan(modelDir).versions();
         Path missing = modelDir.resolve(CONFIG_FILE);
         if (versions.isEmpty()) {
@@ -484,7 +519,8 @@ public final class ModelConfigParser {
         } catch (IOException e) {
             throw new BackplaneException(ErrorCode.INVALID_ARGUMENT, "cannot list " + versionDir + ": " + e, e);
         }
-        for (Map.Entry<String, String> e : INFERRED_BACKENDS.entrySet()) {
+        Map<String, String> byFile = catalog.modelFileBackends();
+        for (Map.Entry<String, String> e : byFile.entrySet()) {
             if (files.contains(e.getKey())) {
                 ModelConfig c = ModelConfig.builder(dirName).backend(e.getValue()).build();
                 ModelConfigValidator.validate(c, missing.toString());
@@ -493,7 +529,7 @@ public final class ModelConfigParser {
             }
         }
         files.sort(null);
-        throw BackplaneException.invalid(missing + ": not found, and " + versionDir + " holds none of " + INFERRED_BACKENDS.keySet()
-                + " (found " + files + "); add a config.pbtxt naming the backend");
+        throw BackplaneException.invalid(missing + ": not found, and " + versionDir + " holds none of the model files the installed backends"
+                + " declare " + byFile.keySet() + " (found " + files + "); add a config.pbtxt naming the backend");
     }
 }

@@ -9,8 +9,6 @@ import io.backplane.spi.config.TensorConfig;
 import io.backplane.spi.config.VersionPolicy;
 import java.util.HashSet;
 import java.util.List;
-import java.util.Map;
-import java.util.Optional;
 import java.util.Set;
 
 /**
@@ -20,13 +18,6 @@ import java.util.Set;
  * where Backplane supports the feature.
  */
 public final class ModelConfigValidator {
-    /** Triton platforms Backplane maps onto one of its backends. */
-    private static final Map<String, String> PLATFORM_BACKENDS = Map.of("onnxruntime_onnx", "onnxruntime");
-
-    /** Triton platforms with no Backplane backend. */
-    private static final Set<String> UNSUPPORTED_PLATFORMS = Set.of("tensorrt_plan", "tensorflow_graphdef", "tensorflow_savedmodel",
-            "pytorch_libtorch", "ensemble");
-
     private ModelConfigValidator() {
     }
 
@@ -68,14 +59,6 @@ public final class ModelConfigValidator {
         }
     }
 
-    /**
-     * The backend that serves a Triton {@code platform}, when Backplane has one
-     * (e.g. {@code onnxruntime_onnx} → {@code onnxruntime}).
-     */
-    public static Optional<String> backendForPlatform(String platform) {
-        return Optional.ofNullable(PLATFORM_BACKENDS.get(platform));
-    }
-
     private static void checkBackend(ModelConfig c, SourcePositions at) {
         String platform = c.platform();
         String backend = c.backend();
@@ -83,19 +66,8 @@ public final class ModelConfigValidator {
             throw error(at.source(), "backend", "model '" + c.name() + "' names neither a backend nor a platform; add e.g. backend: \"python\" or "
                     + "platform: \"onnxruntime_onnx\"");
         }
-        if (platform.isEmpty()) {
-            return;
-        }
-        String mapped = PLATFORM_BACKENDS.get(platform);
-        if (mapped == null && backend.isEmpty()) {
-            String why = UNSUPPORTED_PLATFORMS.contains(platform) ? "is a Triton platform not supported by Backplane"
-                    : "is not a platform Backplane knows (known: " + PLATFORM_BACKENDS.keySet() + ")";
-            throw error(at.at("platform"), "platform", "'" + platform + "' " + why + "; name a Backplane backend with backend: \"...\"");
-        }
-        if (mapped != null && !backend.isEmpty() && !mapped.equals(backend)) {
-            throw error(at.at("backend"), "backend", "backend '" + backend + "' contradicts platform '" + platform + "' (served by backend '"
-                    + mapped + "'); remove one of them");
-        }
+        // Which backend serves a platform is what the installed backends declare (BackendCapabilities): the
+        // parser resolves it, and a platform nobody serves fails the load naming the installed backends.
     }
 
     private static void checkTensors(String kind, List<TensorConfig> tensors, SourcePositions at) {

@@ -45,15 +45,15 @@ public final class CoreModule extends AbstractModule {
     @Provides
     @Singleton
     PluginManager pluginManager() {
-        List<io.backplane.spi.BatcherFactory> batchers = new ArrayList<>(options.batchers());
+        List<io.backplane.spi.batch.BatcherFactory> batchers = new ArrayList<>(options.batchers());
         return new PluginManager(options.backends(), batchers, options.backendsDirectory(), options.hostClassLoader(), options.backendOptions(),
                 workDirectory.resolve("backends"));
     }
 
     @Provides
     @Singleton
-    ModelSource modelSource() {
-        ModelSource repo = options.repositories().isEmpty() ? new CodeModels.EmptySource() : new RepositorySource(options.repositories());
+    ModelSource modelSource(PluginManager plugins) {
+        ModelSource repo = options.repositories().isEmpty() ? new CodeModels.EmptySource() : new RepositorySource(options.repositories(), plugins);
         List<ModelSource.Definition> defs = new ArrayList<>();
         for (HostOptions.CodeModel m : options.codeModels()) {
             defs.add(CodeModels.inCode(m.config(), m.versions(), workDirectory.resolve("models")));

@@ -3,7 +3,7 @@ package io.backplane.core.internal;
 import io.backplane.spi.host.HostListener;
 import io.backplane.core.ModelControlMode;
 import io.backplane.spi.BackendFactory;
-import io.backplane.spi.BatcherFactory;
+import io.backplane.spi.batch.BatcherFactory;
 import io.backplane.spi.Ticker;
 import io.backplane.spi.config.ModelConfig;
 import java.nio.file.Path;

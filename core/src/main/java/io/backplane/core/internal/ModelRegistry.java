@@ -9,7 +9,7 @@ import io.backplane.core.plugin.PluginManager;
 import io.backplane.spi.Backend;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackplaneException;
-import io.backplane.spi.BatcherFactory;
+import io.backplane.spi.batch.BatcherFactory;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.ModelContext;
@@ -103,7 +103,8 @@ public final class ModelRegistry {
                 BackendContext bctx = plugins.contextFor(backendName);
                 long newest = def.versions().isEmpty() ? 1 : def.versions().getLast();
                 ModelConfig completed = backend.autoCompleteConfig(new SimpleContext(name, newest, declared, def.directory(), bctx));
-                ModelConfig config = validator.apply(requireNonNull(completed, "autoCompleteConfig returned null"));
+                ModelConfig config = BackendFit.apply(validator.apply(requireNonNull(completed, "autoCompleteConfig returned null")),
+                        bctx.backendName(), plugins.capabilities(backendName), backend);
                 BatcherFactory batcher = plugins.batcher(batcherName(config), name);
                 if (def.versions().isEmpty()) {
                     throw new BackplaneException(ErrorCode.NOT_FOUND, "model '" + name + "' has no version folder to serve in " + def.directory()

@@ -7,9 +7,9 @@ import io.backplane.spi.host.ModelState;
 import io.backplane.spi.Backend;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackplaneException;
-import io.backplane.spi.Batcher;
-import io.backplane.spi.BatcherContext;
-import io.backplane.spi.BatcherFactory;
+import io.backplane.spi.batch.Batcher;
+import io.backplane.spi.batch.BatcherContext;
+import io.backplane.spi.batch.BatcherFactory;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.Model;
@@ -119,7 +119,7 @@ public final class ModelVersion implements ModelContext {
             v.batcher = requireNonNull(batcherFactory.create(v.new Context()), "batcher '" + batcherFactory.name() + "' returned null");
             int index = 0;
             List<InstanceGroup> groups = config.instanceGroups().isEmpty()
-                    ? List.of(new InstanceGroup("", 1, InstanceKind.AUTO, List.of())) : config.instanceGroups();
+                    ? List.of(InstanceGroup.of("", 1, InstanceKind.AUTO, List.of())) : config.instanceGroups();
             for (int g = 0; g < groups.size(); g++) {
                 InstanceGroup group = groups.get(g);
                 String groupName = group.name().isEmpty() ? name + "_" + g : group.name();
@@ -273,6 +273,7 @@ public final class ModelVersion implements ModelContext {
      */
     public RequestState admit(InferenceRequest request, ResponseSink sink) {
         int batchSize = RequestValidator.validate(config, request);
+        request = Reshape.toBackend(config, request);
         int level = priorityLevel(request);
         RequestState r = new RequestState(host.nextRequestId(), request, this, sink, batchSize, level, host.ticker().nanoTime());
         open.put(r.id(), r);

@@ -1,5 +1,6 @@
 package io.backplane.core.internal;
 
+import io.backplane.core.config.BackendCatalog;
 import io.backplane.core.repository.ModelRepository;
 import io.backplane.core.repository.RepositoryModel;
 import java.nio.file.Path;
@@ -10,8 +11,8 @@ import java.util.Map;
 public final class RepositorySource implements ModelSource {
     private final ModelRepository repository;
 
-    public RepositorySource(List<Path> roots) {
-        this.repository = new ModelRepository(roots);
+    public RepositorySource(List<Path> roots, BackendCatalog catalog) {
+        this.repository = new ModelRepository(roots, catalog);
     }
 
     @Override

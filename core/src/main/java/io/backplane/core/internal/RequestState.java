@@ -88,11 +88,6 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
     }
 
     @Override
-    public boolean isDone() {
-        return open.get() == CLOSED;
-    }
-
-    @Override
     public boolean isClosed() {
         return open.get() == CLOSED;
     }
@@ -251,7 +246,7 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
                 out = InferenceResponse.of(kept, r.parameters());
             }
         }
-        return out.stamped(model.name(), model.version(), request.id());
+        return io.backplane.spi.host.HostResponses.stamp(Reshape.toClient(model.config(), out), model.name(), model.version(), request.id());
     }
 
     /** Delivers the terminal outcome: at once, or through the model's reorder stage (preserve_ordering). */

@@ -32,6 +32,13 @@ public final class ClassLoaderSafeBackend implements Backend {
     }
 
     @Override
+    public int deviceCount() {
+        try (var _ = ThreadContextClassLoader.swap(loader)) {
+            return delegate.deviceCount();
+        }
+    }
+
+    @Override
     public void close() {
         try (var _ = ThreadContextClassLoader.swap(loader)) {
             delegate.close();

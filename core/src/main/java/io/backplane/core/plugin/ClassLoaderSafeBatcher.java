@@ -2,7 +2,7 @@ package io.backplane.core.plugin;
 
 import static java.util.Objects.requireNonNull;
 
-import io.backplane.spi.Batcher;
+import io.backplane.spi.batch.Batcher;
 import io.backplane.spi.ScheduledRequest;
 import java.util.List;
 import java.util.concurrent.TimeUnit;

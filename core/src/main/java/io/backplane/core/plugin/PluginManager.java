@@ -2,13 +2,15 @@ package io.backplane.core.plugin;
 
 import static java.util.Objects.requireNonNull;
 
+import io.backplane.core.config.BackendCatalog;
 import io.backplane.spi.Backend;
+import io.backplane.spi.BackendCapabilities;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackendFactory;
 import io.backplane.spi.BackplaneException;
-import io.backplane.spi.Batcher;
-import io.backplane.spi.BatcherContext;
-import io.backplane.spi.BatcherFactory;
+import io.backplane.spi.batch.Batcher;
+import io.backplane.spi.batch.BatcherContext;
+import io.backplane.spi.batch.BatcherFactory;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.Spi;
 import io.backplane.spi.host.FrontendFactory;
@@ -25,6 +27,10 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.jar.JarFile;
+import java.util.jar.Manifest;
 import java.util.ServiceConfigurationError;
 import java.util.ServiceLoader;
 import java.util.TreeSet;
@@ -41,7 +47,7 @@ import org.slf4j.LoggerFactory;
  * name is refused naming both sources, and "unknown backend" lists what is available, plus
  * (through a ClassGraph scan) implementations that exist but are not registered.
  */
-public final class PluginManager implements AutoCloseable {
+public final class PluginManager implements AutoCloseable, BackendCatalog {
     private static final Logger log = LoggerFactory.getLogger(PluginManager.class);
 
     /** A discovered factory, where it came from, and the loader its calls must run under. */
@@ -52,6 +58,11 @@ public final class PluginManager implements AutoCloseable {
     private final List<PluginClassLoader> pluginLoaders = new ArrayList<>();
     private final Map<String, Provided<BackendFactory>> backends = new LinkedHashMap<>();
     private final Map<String, String> backendAliases = new LinkedHashMap<>();
+    private final Map<String, BackendCapabilities> capabilities = new LinkedHashMap<>();
+    private final Map<String, String> platformBackends = new LinkedHashMap<>();
+    private final Map<String, String> modelFileBackends = new LinkedHashMap<>();
+    /** Plugins refused at discovery (name → why), so a model that asks for one learns the reason. */
+    private final Map<String, String> refused = new LinkedHashMap<>();
     private final Map<String, Provided<BatcherFactory>> batchers = new LinkedHashMap<>();
     private final Map<String, Provided<FrontendFactory>> frontends = new LinkedHashMap<>();
     private final Map<String, Backend> created = new LinkedHashMap<>();
@@ -157,9 +168,7 @@ public final class PluginManager implements AutoCloseable {
     }
 
     private void registerFrontend(Provided<FrontendFactory> p) {
-        if (p.factory().spiVersion() > Spi.VERSION) {
-            log.error("refusing frontend '{}' from {}: built against SPI version {}, newer than this host's {}", p.name(), p.source(),
-                    p.factory().spiVersion(), Spi.VERSION);
+        if (spiVersion("frontend", p, p.factory().spiVersion()) < 0) {
             return;
         }
         Provided<FrontendFactory> existing = frontends.get(p.name());
@@ -193,10 +202,8 @@ public final class PluginManager implements AutoCloseable {
     }
 
     private void registerBackend(Provided<BackendFactory> p, boolean explicit) {
-        int v = p.factory().spiVersion();
-        if (v > Spi.VERSION) {
-            log.error("refusing backend '{}' from {}: built against SPI version {}, but this host has SPI version {}; upgrade Backplane",
-                    p.name(), p.source(), v, Spi.VERSION);
+        int v = spiVersion("backend", p, p.factory().spiVersion());
+        if (v < 0) {
             return;
         }
         Provided<BackendFactory> existing = backends.get(p.name());
@@ -211,17 +218,124 @@ public final class PluginManager implements AutoCloseable {
             throw BackplaneException.invalid("backend name '" + p.name() + "' is provided twice: by " + existing.source() + " and by " + p.source()
                     + "; remove one of them");
         }
+        BackendCapabilities caps;
+        try (var _ = ThreadContextClassLoader.swap(p.loader())) {
+            caps = requireNonNull(p.factory().capabilities(), "capabilities() returned null");
+        } catch (Throwable t) {
+            log.error("refusing backend '{}' from {}: its capabilities() failed: {}", p.name(), p.source(), t.toString(), t);
+            return;
+        }
         backends.put(p.name(), p);
+        capabilities.put(p.name(), caps);
         for (String alias : p.factory().aliases()) {
             backendAliases.putIfAbsent(alias.toLowerCase(Locale.ROOT), p.name());
+        }
+        for (String platform : caps.platforms()) {
+            String other = platformBackends.putIfAbsent(platform, p.name());
+            if (other != null && !other.equals(p.name())) {
+                log.warn("platform '{}' is declared by backends '{}' and '{}'; '{}' serves it", platform, other, p.name(), other);
+            }
+            backendAliases.putIfAbsent(platform.toLowerCase(Locale.ROOT), p.name());
+        }
+        for (String file : caps.modelFileNames()) {
+            modelFileBackends.putIfAbsent(file, p.name());
         }
         log.info("backend '{}' (SPI version {}) from {}{}", p.name(), v, p.source(), explicit ? "" : "");
     }
 
-    private void registerBatcher(Provided<BatcherFactory> p, boolean explicit) {
-        int v = p.factory().spiVersion();
+    /**
+     * The SPI version a plugin was built against: what its factory reports, else the
+     * {@value Spi#MANIFEST_ATTRIBUTE} attribute of the jar holding its class; a plugin on the
+     * host's own class path without either was built with the host, one in a plugin directory is
+     * taken as {@link Spi#OLDEST_SUPPORTED_VERSION}. Returns -1, after logging why, for a version
+     * this host cannot load.
+     */
+    private int spiVersion(String kind, Provided<?> p, int declared) {
+        int v = declared;
+        String from = "its factory";
+        if (v <= 0) {
+            Integer m = manifestVersion(p.factory().getClass());
+            if (m != null) {
+                v = m;
+                from = "its jar's manifest";
+            } else if (p.loader() instanceof PluginClassLoader) {
+                v = Spi.OLDEST_SUPPORTED_VERSION;
+                log.warn("{} '{}' from {} declares no SPI version (no {} in its jar's manifest); assuming version {}", kind, p.name(), p.source(),
+                        Spi.MANIFEST_ATTRIBUTE, v);
+            } else {
+                v = Spi.VERSION;
+            }
+        }
+        String why = null;
         if (v > Spi.VERSION) {
-            log.error("refusing batcher '{}' from {}: built against SPI version {}, newer than this host's {}", p.name(), p.source(), v, Spi.VERSION);
+            why = "built against SPI version " + v + " (read from " + from + "), but this host has SPI version " + Spi.VERSION
+                    + "; upgrade Backplane or build the plugin against SPI " + Spi.VERSION;
+        } else if (v < Spi.OLDEST_SUPPORTED_VERSION) {
+            why = "built against SPI version " + v + " (read from " + from + "), older than the oldest this host loads ("
+                    + Spi.OLDEST_SUPPORTED_VERSION + "); rebuild the plugin against SPI version " + Spi.VERSION;
+        }
+        if (why != null) {
+            log.error("refusing {} '{}' from {}: {}", kind, p.name(), p.source(), why);
+            refused.putIfAbsent(p.name(), kind + " '" + p.name() + "' from " + p.source() + " was refused: " + why);
+            return -1;
+        }
+        return v;
+    }
+
+    /** The {@value Spi#MANIFEST_ATTRIBUTE} of the jar holding {@code type}, or null when there is none or it is no number. */
+    private static @Nullable Integer manifestVersion(Class<?> type) {
+        var cs = type.getProtectionDomain().getCodeSource();
+        if (cs == null || cs.getLocation() == null || !cs.getLocation().getPath().endsWith(".jar")) {
+            return null;
+        }
+        try (JarFile jar = new JarFile(Path.of(cs.getLocation().toURI()).toFile())) {
+            Manifest m = jar.getManifest();
+            String value = m == null ? null : m.getMainAttributes().getValue(Spi.MANIFEST_ATTRIBUTE);
+            if (value == null) {
+                return null;
+            }
+            try {
+                return Integer.parseInt(value.strip());
+            } catch (NumberFormatException e) {
+                log.warn("{} has {}: '{}', which is not a number; ignored", cs.getLocation(), Spi.MANIFEST_ATTRIBUTE, value);
+                return null;
+            }
+        } catch (IOException | java.net.URISyntaxException | RuntimeException e) {
+            log.debug("cannot read the manifest of {}", cs.getLocation(), e);
+            return null;
+        }
+    }
+
+    /** What backend {@code name} (or the backend an alias or platform names) declared; {@link BackendCapabilities#DEFAULT} when unknown. */
+    public BackendCapabilities capabilities(String backendOrPlatform) {
+        String key = backendOrPlatform.toLowerCase(Locale.ROOT);
+        String name = backends.containsKey(key) ? key : backendAliases.get(key);
+        return name == null ? BackendCapabilities.DEFAULT : capabilities.getOrDefault(name, BackendCapabilities.DEFAULT);
+    }
+
+    @Override
+    public String canonicalName(String nameOrAlias) {
+        String key = nameOrAlias.toLowerCase(Locale.ROOT);
+        return backends.containsKey(key) ? key : backendAliases.getOrDefault(key, nameOrAlias);
+    }
+
+    @Override
+    public Optional<String> backendForPlatform(String platform) {
+        return Optional.ofNullable(platformBackends.get(platform));
+    }
+
+    @Override
+    public Map<String, String> modelFileBackends() {
+        return java.util.Collections.unmodifiableMap(modelFileBackends);
+    }
+
+    @Override
+    public Set<String> configSections(String backendOrPlatform) {
+        return capabilities(backendOrPlatform).configSections();
+    }
+
+    private void registerBatcher(Provided<BatcherFactory> p, boolean explicit) {
+        if (spiVersion("batcher", p, p.factory().spiVersion()) < 0) {
             return;
         }
         Provided<BatcherFactory> existing = batchers.get(p.name());
@@ -249,9 +363,14 @@ public final class PluginManager implements AutoCloseable {
     public synchronized Backend backend(String backendOrPlatform, String forModel) {
         String key = backendOrPlatform.toLowerCase(Locale.ROOT);
         String name = backends.containsKey(key) ? key : backendAliases.get(key);
+        if (name == null && refused.containsKey(key)) {
+            throw new BackplaneException(ErrorCode.NOT_FOUND, "model '" + forModel + "' asks for backend '" + backendOrPlatform + "', but the "
+                    + refused.get(key));
+        }
         if (name == null) {
             throw new BackplaneException(ErrorCode.NOT_FOUND, "model '" + forModel + "' asks for backend '" + backendOrPlatform
-                    + "', which is not installed; available backends: " + backendNames() + unregisteredHint());
+                    + "', which is not installed (no backend has that name, alias or platform); available backends: " + backendNames() + ", platforms: "
+                    + new TreeSet<>(platformBackends.keySet()) + unregisteredHint());
         }
         Backend b = created.get(name);
         if (b != null) {

@@ -1,5 +1,6 @@
 package io.backplane.core.repository;
 
+import io.backplane.core.config.BackendCatalog;
 import io.backplane.core.config.ModelConfigParser;
 import io.backplane.core.config.VersionFolders;
 import io.backplane.spi.BackplaneException;
@@ -39,13 +40,21 @@ public final class ModelRepository {
     private static final int MAX_FINGERPRINT_DEPTH = 16;
 
     private final List<Path> roots;
+    private final BackendCatalog catalog;
+
+    /** A repository whose configs are parsed with no backend known ({@link BackendCatalog#NONE}). */
+    public ModelRepository(List<Path> roots) {
+        this(roots, BackendCatalog.NONE);
+    }
 
     /**
      * @param roots repository directories, searched in order
+     * @param catalog what the installed backends declared (platforms, model file names, sections they read)
      * @throws BackplaneException INVALID_ARGUMENT when the list is empty, a root is not a directory, or
      *     a root is listed twice
      */
-    public ModelRepository(List<Path> roots) {
+    public ModelRepository(List<Path> roots, BackendCatalog catalog) {
+        this.catalog = java.util.Objects.requireNonNull(catalog, "catalog is null");
         if (roots.isEmpty()) {
             throw BackplaneException.invalid("no model repository given; name at least one directory");
         }
@@ -89,7 +98,7 @@ public final class ModelRepository {
         Path dir = single(name, dirs);
         // Taken before the files are read: if they change during the read, the next poll sees a new fingerprint.
         String fingerprint = fingerprint(dir);
-        ModelConfig config = ModelConfigParser.parseModelDirectory(dir);
+        ModelConfig config = ModelConfigParser.parseModelDirectory(dir, catalog);
         VersionFolders folders = VersionFolders.scan(dir);
         if (!folders.ignored().isEmpty()) {
             LOG.info("model '{}': ignoring non-numeric folder(s) {} in {}; version folders must be named by numbers", name,

@@ -52,20 +52,21 @@ final class BatchFixture {
     static ModelConfig.Builder model(String name, int maxBatch, DynamicBatching db, int instances) {
         return ModelConfig.builder(name).backend(ScriptedBackend.NAME).maxBatchSize(maxBatch).input(TensorConfig.of("IN", DataType.INT64, 1))
                 .output(TensorConfig.of("OUT", DataType.INT64, 1)).dynamicBatching(db)
-                .instanceGroup(new InstanceGroup("", instances, InstanceKind.CPU, List.of()));
+                .instanceGroup(InstanceGroup.of("", instances, InstanceKind.CPU, List.of()));
     }
 
     static DynamicBatching dynamic(long delayMicros) {
-        return new DynamicBatching(List.of(), delayMicros, false, 0, 0, QueuePolicy.DEFAULT, Map.of());
+        return DynamicBatching.builder().maxQueueDelayMicros(delayMicros).build();
     }
 
     static DynamicBatching dynamic(List<Integer> preferred, long delayMicros, boolean ordered, int levels, int defaultLevel, QueuePolicy policy,
             Map<Integer, QueuePolicy> perLevel) {
-        return new DynamicBatching(preferred, delayMicros, ordered, levels, defaultLevel, policy, perLevel);
+        return DynamicBatching.builder().preferredBatchSizes(preferred).maxQueueDelayMicros(delayMicros).preserveOrdering(ordered)
+                .priorityLevels(levels).defaultPriorityLevel(defaultLevel).defaultQueuePolicy(policy).priorityQueuePolicy(perLevel).build();
     }
 
     static QueuePolicy policy(TimeoutAction action, long timeoutMicros, boolean allowOverride, int maxQueue) {
-        return new QueuePolicy(action, timeoutMicros, allowOverride, maxQueue);
+        return QueuePolicy.of(action, timeoutMicros, allowOverride, maxQueue);
     }
 
     static BackplaneHost.Builder host(ScriptedBackend backend) {

@@ -474,6 +474,6 @@ class DynamicBatcherTest {
         assertEquals(500, DynamicBatcher.queueTimeoutMicros(p, FakeRequest.withTimeout(900)));
         assertEquals(500, DynamicBatcher.queueTimeoutMicros(policy(TimeoutAction.REJECT, 500, false, 0), FakeRequest.withTimeout(100)));
         assertEquals(0, DynamicBatcher.queueTimeoutMicros(QueuePolicy.DEFAULT, FakeRequest.withTimeout(100)));
-        assertThrows(IllegalArgumentException.class, () -> new DynamicBatching(List.of(0), 0, false, 0, 0, QueuePolicy.DEFAULT, Map.of()));
+        assertThrows(IllegalArgumentException.class, () -> DynamicBatching.builder().preferredBatchSizes(List.of(0)).build());
     }
 }

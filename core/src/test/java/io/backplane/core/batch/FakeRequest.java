@@ -12,16 +12,25 @@ record FakeRequest(long id, InferenceRequest request, int batchSize, int priorit
 
     @Override
     public ResponseSender sender() {
-        throw new UnsupportedOperationException("a fake request has no sender");
+        return OPEN;
     }
+
+    /** A sender that stays open and accepts nothing: batcher unit tests never answer requests. */
+    private static final ResponseSender OPEN = new ResponseSender() {
+        @Override
+        public void send(io.backplane.spi.@org.jspecify.annotations.Nullable InferenceResponse response, int flags) {
+            throw new UnsupportedOperationException("a fake request has no sender");
+        }
+
+        @Override
+        public boolean isClosed() {
+            return false;
+        }
+    };
 
     @Override
     public boolean isCancelled() {
         return false;
     }
 
-    @Override
-    public boolean isDone() {
-        return false;
-    }
 }

@@ -12,7 +12,6 @@ import io.backplane.spi.config.DynamicBatching;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.InstanceKind;
 import io.backplane.spi.config.ModelConfig;
-import io.backplane.spi.config.QueuePolicy;
 import io.backplane.spi.config.TensorConfig;
 import java.io.PrintStream;
 import java.time.Duration;
@@ -20,7 +19,6 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
-import java.util.Map;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -109,9 +107,9 @@ public final class BatchingBenchmark {
         });
         ModelConfig.Builder config = ModelConfig.builder("m").backend(ScriptedBackend.NAME).maxBatchSize(MAX_BATCH)
                 .input(TensorConfig.of("IN", DataType.INT64, 1)).output(TensorConfig.of("OUT", DataType.INT64, 1))
-                .instanceGroup(new InstanceGroup("", 1, InstanceKind.CPU, List.of()));
+                .instanceGroup(InstanceGroup.of("", 1, InstanceKind.CPU, List.of()));
         if (batching) {
-            config.dynamicBatching(new DynamicBatching(List.of(), DELAY_MICROS, false, 0, 0, QueuePolicy.DEFAULT, Map.of()));
+            config.dynamicBatching(DynamicBatching.builder().maxQueueDelayMicros(DELAY_MICROS).build());
         }
         try (BackplaneHost host = BackplaneHost.builder().backend(backend).modelControlMode(ModelControlMode.EXPLICIT).model(config.build())
                 .loadModel("m").build()) {

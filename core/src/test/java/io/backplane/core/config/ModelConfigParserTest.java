@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
 import io.backplane.spi.ErrorCode;
+import io.backplane.spi.config.ConfigNode;
 import io.backplane.spi.config.DynamicBatching;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.InstanceKind;
@@ -25,6 +26,8 @@ import java.util.Objects;
 import org.junit.jupiter.api.Test;
 
 class ModelConfigParserTest {
+    static final BackendCatalog CATALOG = io.backplane.core.testing.TestCatalog.CATALOG;
+
     static Path triton(String model) {
         try {
             return Path.of(Objects.requireNonNull(ModelConfigParserTest.class.getResource("/repos/triton/" + model)).toURI());
@@ -55,7 +58,7 @@ class ModelConfigParserTest {
         assertEquals(0, c.maxBatchSize());
         assertEquals(List.of(TensorConfig.of("INPUT0", DataType.FP32, 4), TensorConfig.of("INPUT1", DataType.FP32, 4)), c.inputs());
         assertEquals(List.of(TensorConfig.of("OUTPUT0", DataType.FP32, 4), TensorConfig.of("OUTPUT1", DataType.FP32, 4)), c.outputs());
-        assertEquals(List.of(new InstanceGroup("add_sub_0", 1, InstanceKind.CPU, List.of())), c.instanceGroups());
+        assertEquals(List.of(InstanceGroup.of("add_sub_0", 1, InstanceKind.CPU, List.of())), c.instanceGroups());
         assertNull(c.dynamicBatching());
         assertFalse(c.decoupled());
         assertEquals(VersionPolicy.DEFAULT, c.versionPolicy());
@@ -81,12 +84,12 @@ class ModelConfigParserTest {
     }
 
     @Test
-    void parseModelDirectory_onnxPlatform_mapsToOnnxruntimeBackendAndKeepsReshape() {
-        ModelConfig c = ModelConfigParser.parseModelDirectory(triton("densenet_onnx"));
+    void parseModelDirectory_onnxPlatform_keepsPlatformAndReshape() {
+        ModelConfig c = ModelConfigParser.parseModelDirectory(triton("densenet_onnx"), CATALOG);
 
         assertEquals("onnxruntime_onnx", c.platform());
-        assertEquals("onnxruntime", c.backend());
-        assertEquals(new TensorConfig("data_0", DataType.FP32, List.of(3L, 224L, 224L), List.of(1L, 3L, 224L, 224L), false),
+        assertEquals("", c.backend(), "the core finds the backend by the platform; the backend's auto-complete names itself");
+        assertEquals(TensorConfig.builder("data_0", DataType.FP32).dims(3, 224, 224).reshape(List.of(1L, 3L, 224L, 224L)).build(),
                 c.inputs().getFirst());
         assertEquals(List.of(1L, 1000L, 1L, 1L), c.outputs().getFirst().reshape());
     }
@@ -101,15 +104,15 @@ class ModelConfigParserTest {
         assertTrue(db.preserveOrdering());
         assertEquals(2, db.priorityLevels());
         assertEquals(1, db.defaultPriorityLevel());
-        assertEquals(new QueuePolicy(TimeoutAction.DELAY, 5000, true, 32), db.defaultQueuePolicy());
-        assertEquals(Map.of(2, new QueuePolicy(TimeoutAction.REJECT, 1000, false, 8)), db.priorityQueuePolicy());
+        assertEquals(QueuePolicy.of(TimeoutAction.DELAY, 5000, true, 32), db.defaultQueuePolicy());
+        assertEquals(Map.of(2, QueuePolicy.of(TimeoutAction.REJECT, 1000, false, 8)), db.priorityQueuePolicy());
         assertEquals(db.defaultQueuePolicy(), db.policyFor(1));
         assertEquals(16, c.maxBatchSize());
-        assertEquals(new TensorConfig("X", DataType.FP32, List.of(-1L), null, true), c.input("X"));
-        assertEquals(new TensorConfig("S", DataType.BYTES, List.of(1L), List.of(), false), c.input("S"));
+        assertEquals(TensorConfig.builder("X", DataType.FP32).dims(-1).optional(true).build(), c.input("X"));
+        assertEquals(TensorConfig.builder("S", DataType.BYTES).dims(1).reshape(List.of()).build(), c.input("S"));
         assertEquals(TensorConfig.of("Y", DataType.BF16, -1, 2), c.output("Y"));
-        assertEquals(List.of(new InstanceGroup("on_gpus", 2, InstanceKind.GPU, List.of(0, 1)),
-                new InstanceGroup("batched_1", 3, InstanceKind.CPU, List.of())), c.instanceGroups());
+        assertEquals(List.of(InstanceGroup.of("on_gpus", 2, InstanceKind.GPU, List.of(0, 1)),
+                InstanceGroup.of("batched_1", 3, InstanceKind.CPU, List.of())), c.instanceGroups());
         assertEquals(7, c.instanceCount());
         assertEquals(Map.of("EXECUTION_ENV_PATH", "$$TRITON_MODEL_DIRECTORY/env.tar.gz", "mode", "fast"), c.parameters());
         assertEquals("model.py", c.defaultModelFilename());
@@ -123,7 +126,7 @@ class ModelConfigParserTest {
                 dynamic_batching { default_queue_policy { max_queue_size: 3 } }
                 """, "m/config.pbtxt", "m");
 
-        assertEquals(new QueuePolicy(TimeoutAction.REJECT, 0, false, 3), Objects.requireNonNull(c.dynamicBatching()).defaultQueuePolicy());
+        assertEquals(QueuePolicy.of(TimeoutAction.REJECT, 0, false, 3), Objects.requireNonNull(c.dynamicBatching()).defaultQueuePolicy());
     }
 
     @Test
@@ -313,8 +316,13 @@ class ModelConfigParserTest {
     @Test
     void parse_noBackendOrUnsupportedPlatform_rejected() {
         assertContains(invalid("name: \"m\"\n").getMessage(), "m/config.pbtxt", "neither a backend nor a platform");
-        assertContains(invalid("name: \"m\"\nplatform: \"pytorch_libtorch\"\n").getMessage(), "m/config.pbtxt:2:1: ", "field 'platform'",
-                "pytorch_libtorch", "not supported by Backplane");
+        BackplaneException e = assertThrows(BackplaneException.class,
+                () -> ModelConfigParser.parse("name: \"m\"\nplatform: \"pytorch_libtorch\"\n", "m/config.pbtxt", "m", CATALOG));
+        assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
+        assertContains(e.getMessage(), "m/config.pbtxt:2:1: ", "field 'platform'", "pytorch_libtorch", "no installed backend serves");
+        assertContains(assertThrows(BackplaneException.class, () -> ModelConfigParser.parse(
+                "name: \"m\"\nplatform: \"onnxruntime_onnx\"\nbackend: \"python\"", "m/config.pbtxt", "m", CATALOG)).getMessage(),
+                "m/config.pbtxt:3:", "contradicts platform 'onnxruntime_onnx'", "served by backend 'cpu'");
         assertEquals("python", ModelConfigParser.parse("name: \"m\"\nplatform: \"pytorch_libtorch\"\nbackend: \"python\"", "m/config.pbtxt", "m")
                 .backend());
     }
@@ -338,7 +346,7 @@ class ModelConfigParserTest {
     @Test
     void validate_afterAutoComplete_rechecksRecords() {
         ModelConfig bad = ModelConfig.builder("m").backend("python").maxBatchSize(2)
-                .dynamicBatching(new DynamicBatching(List.of(4), 0, false, 0, 0, QueuePolicy.DEFAULT, Map.of())).build();
+                .dynamicBatching(DynamicBatching.builder().preferredBatchSizes(List.of(4)).build()).build();
 
         BackplaneException e = assertThrows(BackplaneException.class, () -> ModelConfigValidator.validate(bad, "m (auto-completed)"));
         assertContains(e.getMessage(), "m (auto-completed): field 'dynamic_batching.preferred_batch_size'", "4");
@@ -414,5 +422,51 @@ class ModelConfigParserTest {
         assertContains(e.getMessage(), "'1'", "'01'", "version 1");
         java.nio.file.Files.delete(tmp.resolve("01"));
         assertEquals(new VersionFolders(List.of(1L, 7L), List.of("latest")), VersionFolders.scan(tmp));
+    }
+
+    @Test
+    void parse_rawView_holdsTheWholeFile() {
+        ModelConfig c = ModelConfigParser.parse("""
+                name: "m"  # a comment
+                backend: "python"
+                max_batch_size: 4
+                input [ { name: "X" data_type: TYPE_FP32 dims: [ 2, 3 ] } ]
+                parameters { key: "k" value: { string_value: "a \\"quoted\\" value" } }
+                """, "m/config.pbtxt", "m", CATALOG);
+        ConfigNode raw = c.raw();
+        assertEquals("4", raw.value("max_batch_size").orElseThrow());
+        ConfigNode x = raw.sections("input").getFirst();
+        assertEquals(List.of("2", "3"), x.values("dims"));
+        assertEquals("TYPE_FP32", x.value("data_type").orElseThrow());
+        assertEquals("a \"quoted\" value", raw.section("parameters").orElseThrow().section("value").orElseThrow().value("string_value").orElseThrow());
+    }
+
+    @Test
+    void parse_sectionTheBackendDeclares_isAcceptedAndReadable_elsewhereRefused() {
+        String text = """
+                name: "m"
+                backend: "%s"
+                optimization { priority: PRIORITY_MAX execution_accelerators { cpu_execution_accelerator [ { name: "openvino" } ] } }
+                """;
+        ModelConfig c = ModelConfigParser.parse(text.formatted("tuned"), "m/config.pbtxt", "m", CATALOG);
+        ConfigNode opt = c.section("optimization").orElseThrow();
+        assertEquals("PRIORITY_MAX", opt.value("priority").orElseThrow());
+        assertEquals("openvino", opt.section("execution_accelerators").orElseThrow().sections("cpu_execution_accelerator").getFirst()
+                .value("name").orElseThrow());
+
+        BackplaneException e = assertThrows(BackplaneException.class, () -> ModelConfigParser.parse(text.formatted("python"), "m/config.pbtxt", "m",
+                CATALOG));
+        assertContains(e.getMessage(), "m/config.pbtxt:3:", "'optimization' is not supported by Backplane");
+    }
+
+    @Test
+    void parse_declaredSection_keepsPositionsOfLaterErrors() {
+        BackplaneException e = assertThrows(BackplaneException.class, () -> ModelConfigParser.parse("""
+                name: "m"
+                backend: "tuned"
+                optimization { priority: PRIORITY_MAX }
+                max_batch_size: -1
+                """, "m/config.pbtxt", "m", CATALOG));
+        assertContains(e.getMessage(), "m/config.pbtxt:4:", "max_batch_size");
     }
 }

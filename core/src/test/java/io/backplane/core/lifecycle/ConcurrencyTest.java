@@ -66,7 +66,7 @@ class ConcurrencyTest {
     }
 
     private static ModelConfig twoInstances(String name) {
-        return model(name, false).toBuilder().instanceGroup(new InstanceGroup("", 2, InstanceKind.CPU, List.of())).build();
+        return model(name, false).toBuilder().instanceGroup(InstanceGroup.of("", 2, InstanceKind.CPU, List.of())).build();
     }
 
     /** Completes {@code f} with the request's outcome and counts every terminal call after the first. */

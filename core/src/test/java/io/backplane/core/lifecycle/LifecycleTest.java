@@ -357,7 +357,7 @@ class LifecycleTest {
         });
         host = BackplaneHost.builder().backend(backend).restartBackoff(Duration.ofMillis(10), Duration.ofMillis(50))
                 .model(model("w", false).toBuilder().parameter("execute_timeout_ms", "300")
-                        .instanceGroup(new io.backplane.spi.config.InstanceGroup("", 2, io.backplane.spi.config.InstanceKind.CPU, List.of())).build())
+                        .instanceGroup(io.backplane.spi.config.InstanceGroup.of("", 2, io.backplane.spi.config.InstanceKind.CPU, List.of())).build())
                 .build();
         CompletableFuture<InferenceResponse> stuck = host.infer(request("w", 1));
         assertTrue(hung.await(5, TimeUnit.SECONDS));

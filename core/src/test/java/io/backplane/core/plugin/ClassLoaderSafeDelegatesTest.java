@@ -3,7 +3,7 @@ package io.backplane.core.plugin;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.backplane.spi.Backend;
-import io.backplane.spi.Batcher;
+import io.backplane.spi.batch.Batcher;
 import io.backplane.spi.Model;
 import io.backplane.spi.ModelInstance;
 import io.backplane.spi.host.Frontend;

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.backplane.core.testing.TestCatalog;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.ErrorCode;
 import java.io.IOException;
@@ -73,7 +74,7 @@ class ModelRepositoryTest {
 
     @Test
     void read_noConfig_infersPythonFromHighestVersion() {
-        RepositoryModel m = new ModelRepository(List.of(tritonRepo())).read("no_config");
+        RepositoryModel m = new ModelRepository(List.of(tritonRepo()), TestCatalog.CATALOG).read("no_config");
 
         assertEquals("no_config", m.config().name());
         assertEquals("python", m.config().backend());
@@ -88,9 +89,9 @@ class ModelRepositoryTest {
         Path cuda = Files.createDirectories(tmp.resolve("c/1"));
         Files.writeString(cuda.resolve("model.ptx"), "x");
         Files.createDirectories(tmp.resolve("none/1"));
-        ModelRepository repo = new ModelRepository(List.of(tmp));
+        ModelRepository repo = new ModelRepository(List.of(tmp), TestCatalog.CATALOG);
 
-        assertEquals("onnxruntime", repo.read("o").config().backend());
+        assertEquals("cpu", repo.read("o").config().backend());
         assertEquals("cuda", repo.read("c").config().backend());
         assertTrue(thrown(ErrorCode.INVALID_ARGUMENT, () -> repo.read("none")).getMessage().contains("model.py"));
     }

@@ -1,9 +1,11 @@
 package com.example.textops;
 
 import io.backplane.spi.Backend;
+import io.backplane.spi.BackendCapabilities;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackendFactory;
 import io.backplane.spi.Spi;
+import io.backplane.spi.config.InstanceKind;
 
 /**
  * The {@code textops} backend: string operations on a BYTES tensor. Registered in
@@ -15,6 +17,12 @@ public final class TextOpsBackendFactory implements BackendFactory {
     @Override
     public String name() {
         return NAME;
+    }
+
+    /** No platforms or model files of its own; CPU; answers one request at a time, once. */
+    @Override
+    public BackendCapabilities capabilities() {
+        return BackendCapabilities.builder().preferredInstanceKind(InstanceKind.CPU).batching(false).decoupled(false).build();
     }
 
     @Override

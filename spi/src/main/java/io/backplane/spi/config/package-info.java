@@ -1,5 +1,5 @@
 /**
- * Model configuration as immutable records: what a {@code config.pbtxt} says, after the host
+ * Model configuration as immutable values (final classes with builders, no public constructors): what a {@code config.pbtxt} says, after the host
  * parsed and checked it. Field names follow Triton's {@code model_config.proto}.
  */
 @NullMarked

@@ -1,7 +1,5 @@
 package io.backplane.spi.host;
 
-import io.backplane.spi.Spi;
-
 /**
  * Creates a {@link Frontend}: a protocol server (REST, gRPC) or another host plugin (metrics
  * endpoint). Discovered through {@link java.util.ServiceLoader}
@@ -12,9 +10,9 @@ public interface FrontendFactory {
     /** Unique name, e.g. {@code "http"}, {@code "grpc"}, {@code "metrics"}. */
     String name();
 
-    /** See {@link io.backplane.spi.BackendFactory#spiVersion()}. */
+    /** See {@link io.backplane.spi.BackendFactory#spiVersion()}: 0 (the default) lets the host read the jar's manifest. */
     default int spiVersion() {
-        return Spi.VERSION;
+        return 0;
     }
 
     /** Creates the frontend; it starts serving in {@link Frontend#start()}. */

@@ -38,6 +38,9 @@ final class OnnxBackend implements Backend {
     @Override
     public ModelConfig autoCompleteConfig(ModelContext model) throws OrtException {
         ModelConfig config = model.config();
+        if (config.backend().isEmpty()) {
+            config = config.toBuilder().backend("onnxruntime").build(); // a platform-only config names Triton's backend, as Triton does
+        }
         if (!config.inputs().isEmpty() && !config.outputs().isEmpty()) {
             return config;
         }

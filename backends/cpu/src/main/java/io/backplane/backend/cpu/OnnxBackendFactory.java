@@ -1,9 +1,11 @@
 package io.backplane.backend.cpu;
 
 import io.backplane.spi.Backend;
+import io.backplane.spi.BackendCapabilities;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackendFactory;
 import io.backplane.spi.Spi;
+import io.backplane.spi.config.InstanceKind;
 import java.util.Set;
 
 /**
@@ -25,7 +27,14 @@ public final class OnnxBackendFactory implements BackendFactory {
 
     @Override
     public Set<String> aliases() {
-        return Set.of("onnxruntime", "onnxruntime_onnx");
+        return Set.of("onnxruntime");
+    }
+
+    /** Triton's ONNX platform and {@code model.onnx}; CPU; batches; not decoupled. */
+    @Override
+    public BackendCapabilities capabilities() {
+        return BackendCapabilities.builder().platforms("onnxruntime_onnx").modelFileNames("model.onnx").preferredInstanceKind(InstanceKind.CPU)
+                .batching(true).decoupled(false).build();
     }
 
     @Override

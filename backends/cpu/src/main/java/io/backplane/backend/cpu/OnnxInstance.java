@@ -98,7 +98,7 @@ final class OnnxInstance implements ModelInstance {
     private void executeOpen(List<ScheduledRequest> batch) {
         Map<Object, List<Item>> groups = new LinkedHashMap<>();
         for (ScheduledRequest r : batch) {
-            if (r.isDone()) {
+            if (r.sender().isClosed()) {
                 continue;
             }
             if (r.isCancelled()) {

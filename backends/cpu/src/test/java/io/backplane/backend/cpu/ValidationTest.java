@@ -127,10 +127,10 @@ class ValidationTest {
     @Test
     void load_unsupportedSettings_failClearly() {
         ModelConfig reshape = TestModels.addSub().toBuilder().clearInputs()
-                .input(new TensorConfig("INPUT0", DataType.FP32, List.of(4L), List.of(2L, 2L), false))
+                .input(TensorConfig.builder("INPUT0", DataType.FP32).dims(4).reshape(List.of(2L, 2L)).build())
                 .input(TensorConfig.of("INPUT1", DataType.FP32, 4)).build();
         assertError(loadFails(reshape), ErrorCode.UNSUPPORTED, "reshape");
-        ModelConfig gpu = TestModels.addSub().toBuilder().instanceGroup(new InstanceGroup("g", 1, InstanceKind.GPU, List.of())).build();
+        ModelConfig gpu = TestModels.addSub().toBuilder().instanceGroup(InstanceGroup.of("g", 1, InstanceKind.GPU, List.of())).build();
         assertError(loadFails(gpu), ErrorCode.UNSUPPORTED, "KIND_GPU");
         ModelConfig unknownParam = TestModels.addSub().toBuilder().parameter("intra_op_threads", "2").build();
         assertError(loadFails(unknownParam), ErrorCode.INVALID_ARGUMENT, "'intra_op_threads'", "intra_op_thread_count");

@@ -47,6 +47,12 @@ final class CudaBackend implements Backend {
         }
     }
 
+    /** The devices the driver sees, 0 without a usable driver: where the core may place KIND_AUTO instances. */
+    @Override
+    public int deviceCount() {
+        return status.usable() ? status.deviceCount() : 0;
+    }
+
     /** Whether the driver is usable, and if not why. */
     CudaLibrary.Status status() {
         return status;

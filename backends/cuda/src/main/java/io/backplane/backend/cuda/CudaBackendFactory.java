@@ -1,9 +1,11 @@
 package io.backplane.backend.cuda;
 
 import io.backplane.spi.Backend;
+import io.backplane.spi.BackendCapabilities;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackendFactory;
 import io.backplane.spi.Spi;
+import io.backplane.spi.config.InstanceKind;
 
 /**
  * The {@code cuda} backend: kernels from PTX or cubin modules, run through the CUDA driver API.
@@ -24,6 +26,16 @@ public final class CudaBackendFactory implements BackendFactory {
     @Override
     public String name() {
         return NAME;
+    }
+
+    /**
+     * {@code model.ptx} and {@code model.cubin}; prefers GPUs (KIND_AUTO instances go to GPU 0 when
+     * the driver sees a device); batches; not decoupled.
+     */
+    @Override
+    public BackendCapabilities capabilities() {
+        return BackendCapabilities.builder().modelFileNames("model.ptx", "model.cubin").preferredInstanceKind(InstanceKind.GPU).batching(true)
+                .decoupled(false).build();
     }
 
     @Override

@@ -114,7 +114,7 @@ final class CudaInstance implements ModelInstance {
         }
         List<ScheduledRequest> live = new ArrayList<>(batch.size());
         for (ScheduledRequest r : batch) {
-            if (r.isDone()) {
+            if (r.sender().isClosed()) {
                 continue;
             }
             if (r.isCancelled()) {

@@ -303,7 +303,7 @@ class CudaBackendTest {
      */
     @Test
     void kernelFault_sticky_recreatesEveryInstanceOnThatGpu_otherGpusUnaffected() throws Exception {
-        ModelConfig config = withGroups(new InstanceGroup("g0", 2, InstanceKind.GPU, List.of(0)), new InstanceGroup("g1", 1, InstanceKind.GPU, List.of(1)));
+        ModelConfig config = withGroups(InstanceGroup.of("g0", 2, InstanceKind.GPU, List.of(0)), InstanceGroup.of("g1", 1, InstanceKind.GPU, List.of(1)));
         List<String> restarts = new CopyOnWriteArrayList<>();
         try (ModelHarness h = Fixtures.harness(driver, config).configureHost(b -> b.listener(restartsInto(restarts))).start()) {
             assertEquals(3, h.instancesCreated());
@@ -334,7 +334,7 @@ class CudaBackendTest {
 
     @Test
     void placement_gpusList_loadsTheModuleOnEachListedGpu() throws Exception {
-        try (ModelHarness h = Fixtures.harness(driver, withGroups(new InstanceGroup("g", 2, InstanceKind.GPU, List.of(1, 0)))).start()) {
+        try (ModelHarness h = Fixtures.harness(driver, withGroups(InstanceGroup.of("g", 2, InstanceKind.GPU, List.of(1, 0)))).start()) {
             assertEquals(4, h.instancesCreated(), "count 2 on each listed GPU");
             assertEquals(2, driver.liveModules());
             assertEquals(1, driver.retainCount(0));
@@ -348,7 +348,7 @@ class CudaBackendTest {
 
     @Test
     void placement_kindGpuWithoutList_loadsOnGpu0_andOnAnotherGpuWhenAnInstanceLandsThere() throws Exception {
-        try (ModelHarness h = Fixtures.harness(driver, withGroups(new InstanceGroup("g", 1, InstanceKind.GPU, List.of()))).start()) {
+        try (ModelHarness h = Fixtures.harness(driver, withGroups(InstanceGroup.of("g", 1, InstanceKind.GPU, List.of()))).start()) {
             assertEquals(1, driver.liveModules(), "the core places a group without gpus on GPU 0");
             assertEquals(0, h.instanceContext().deviceId());
             CudaInstance onGpu1 = h.model(CudaModel.class).createInstance(new OnDevice(h.instanceContext(), 1, 1));
@@ -360,7 +360,7 @@ class CudaBackendTest {
 
     @Test
     void placement_gpuOutOfRange_isAClearLoadError() {
-        BackplaneException e = loadFails(Fixtures.harness(driver, withGroups(new InstanceGroup("big", 1, InstanceKind.GPU, List.of(0, 5)))));
+        BackplaneException e = loadFails(Fixtures.harness(driver, withGroups(InstanceGroup.of("big", 1, InstanceKind.GPU, List.of(0, 5)))));
         assertEquals("model 'saxpy_cuda' version 1: instance_group 'big' asks for GPU 5 but the CUDA driver sees 2 device(s) (0..1);"
                 + " check gpus: [...] and CUDA_VISIBLE_DEVICES", e.getMessage());
     }
@@ -374,7 +374,7 @@ class CudaBackendTest {
 
     @Test
     void placement_kindCpu_isRejected() {
-        BackplaneException e = loadFails(Fixtures.harness(driver, withGroups(new InstanceGroup("cpu", 1, InstanceKind.CPU, List.of()))));
+        BackplaneException e = loadFails(Fixtures.harness(driver, withGroups(InstanceGroup.of("cpu", 1, InstanceKind.CPU, List.of()))));
         assertTrue(e.getMessage().contains("is KIND_CPU, but the cuda backend runs on GPUs only"), e.getMessage());
     }
 
@@ -484,7 +484,7 @@ class CudaBackendTest {
             depths.add(d.contextDepth());
             FakeCudaDriver.SAXPY.run(d, g, b, args);
         });
-        ModelConfig config = withGroups(new InstanceGroup("g0", 2, InstanceKind.GPU, List.of(0)), new InstanceGroup("g1", 1, InstanceKind.GPU, List.of(1)));
+        ModelConfig config = withGroups(InstanceGroup.of("g0", 2, InstanceKind.GPU, List.of(0)), InstanceGroup.of("g1", 1, InstanceKind.GPU, List.of(1)));
         try (ModelHarness h = Fixtures.harness(driver, config).start()) {
             List<Thread> callers = new ArrayList<>();
             List<Throwable> failures = new CopyOnWriteArrayList<>();

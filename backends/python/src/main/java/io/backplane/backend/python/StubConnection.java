@@ -527,7 +527,7 @@ final class StubConnection {
             Execution e = new Execution(nextExecId++);
             Wire.Out reqs = new Wire.Out(256);
             for (ScheduledRequest sr : batch) {
-                if (sr.isDone()) {
+                if (sr.sender().isClosed()) {
                     continue;
                 }
                 Req r = new Req(sr, e.reqs.size(), e);

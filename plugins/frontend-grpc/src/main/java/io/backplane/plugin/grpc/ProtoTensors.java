@@ -142,21 +142,13 @@ final class ProtoTensors {
                 case UINT32 -> s.setAtIndex(INT, i, c.getUintContents(i));
                 case UINT64 -> s.setAtIndex(LONG, i, c.getUint64Contents(i));
                 case FP16 -> s.setAtIndex(SHORT, i, Float.floatToFloat16(c.getFp32Contents(i)));
-                case BF16 -> s.setAtIndex(SHORT, i, toBf16(c.getFp32Contents(i)));
+                case BF16 -> s.setAtIndex(SHORT, i, Tensor.toBf16Bits(c.getFp32Contents(i)));
                 case FP32 -> s.setAtIndex(FLOAT, i, c.getFp32Contents(i));
                 case FP64 -> s.setAtIndex(DOUBLE, i, c.getFp64Contents(i));
                 case BYTES -> throw new AssertionError("handled above");
             }
         }
         return Tensor.of(name, type, shape, s);
-    }
-
-    static short toBf16(float f) {
-        int bits = Float.floatToRawIntBits(f);
-        if (Float.isNaN(f)) {
-            return (short) ((bits >>> 16) | 0x40);
-        }
-        return (short) ((bits + 0x7FFF + ((bits >>> 16) & 1)) >>> 16);
     }
 
     private static long range(String name, long v, long min, long max) {

@@ -93,27 +93,13 @@ final class TensorJson {
                     s.setAtIndex(LONG, i, v.bigIntegerValue().longValue());
                 }
                 case FP16 -> s.setAtIndex(SHORT, i, Float.floatToFloat16((float) real(name, type, i, v)));
-                case BF16 -> s.setAtIndex(SHORT, i, toBf16((float) real(name, type, i, v)));
+                case BF16 -> s.setAtIndex(SHORT, i, Tensor.toBf16Bits((float) real(name, type, i, v)));
                 case FP32 -> s.setAtIndex(FLOAT, i, (float) real(name, type, i, v));
                 case FP64 -> s.setAtIndex(DOUBLE, i, real(name, type, i, v));
                 case BYTES -> throw new AssertionError("handled above");
             }
         }
         return Tensor.of(name, type, shape, s);
-    }
-
-    /** Rounds a float to bfloat16 (round to nearest even), keeping NaN a NaN. */
-    static short toBf16(float f) {
-        int bits = Float.floatToRawIntBits(f);
-        if (Float.isNaN(f)) {
-            return (short) ((bits >>> 16) | 0x40);
-        }
-        int rounded = bits + 0x7FFF + ((bits >>> 16) & 1);
-        return (short) (rounded >>> 16);
-    }
-
-    static float fromBf16(short s) {
-        return Float.intBitsToFloat((s & 0xFFFF) << 16);
     }
 
     private static long integral(String name, DataType type, int i, JsonNode v, long min, long max) {
@@ -215,7 +201,7 @@ final class TensorJson {
             }
             case BF16 -> {
                 for (int i = 0; i < n; i++) {
-                    writeFloat(g, fromBf16(s.getAtIndex(SHORT, i)));
+                    writeFloat(g, Tensor.fromBf16Bits(s.getAtIndex(SHORT, i)));
                 }
             }
             case FP32 -> {

@@ -48,7 +48,7 @@ public final class TestBackend implements BackendFactory {
     public static ModelConfig allTypes(String name) {
         ModelConfig.Builder b = ModelConfig.builder(name).backend(NAME);
         for (DataType t : DataType.values()) {
-            b.input(new TensorConfig("IN_" + t, t, List.of(-1L), null, true)).output(TensorConfig.of("OUT_" + t, t, -1));
+            b.input(TensorConfig.builder("IN_" + t, t).dims(-1).optional(true).build()).output(TensorConfig.of("OUT_" + t, t, -1));
         }
         return b.build();
     }

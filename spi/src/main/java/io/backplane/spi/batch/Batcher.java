@@ -1,5 +1,8 @@
-package io.backplane.spi;
+package io.backplane.spi.batch;
 
+import io.backplane.spi.Experimental;
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.ScheduledRequest;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
@@ -18,6 +21,7 @@ import java.util.concurrent.TimeUnit;
  *
  * <p>Implementations must be thread-safe.
  */
+@Experimental
 public interface Batcher extends AutoCloseable {
     /**
      * Queues an accepted request. Called on the caller's thread.
@@ -49,7 +53,12 @@ public interface Batcher extends AutoCloseable {
     /** How many requests are queued now. */
     int queued();
 
-    /** Wakes every waiting {@link #nextBatch} caller; later calls return empty at once. */
+    /**
+     * Wakes every waiting {@link #nextBatch} caller; later calls return empty at once. Called
+     * once by the core, after {@link #drain}. The default does nothing: a batcher whose
+     * {@link #nextBatch} never blocks past its timeout needs no close.
+     */
     @Override
-    void close();
+    default void close() {
+    }
 }

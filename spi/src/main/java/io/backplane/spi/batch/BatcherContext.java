@@ -1,10 +1,15 @@
-package io.backplane.spi;
+package io.backplane.spi.batch;
 
+import io.backplane.spi.Experimental;
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.ScheduledRequest;
+import io.backplane.spi.Ticker;
 import io.backplane.spi.config.ModelConfig;
 
 /**
  * What a batcher needs from the host. Thread-safe.
  */
+@Experimental
 public interface BatcherContext {
     /** The model version's configuration (max batch size, dynamic batching block). */
     ModelConfig config();
