@@ -251,8 +251,14 @@ class CudaBackendTest {
             assertEquals(s3.allocations() - s3.frees(), s3.liveBuffers());
             String owner = "model 'saxpy_cuda' version 1 instance " + h.instanceContext().name();
             assertEquals(3 * 4000, pool.deviceBytesOwnedBy(owner), owner);
-            h.instance(CudaInstance.class).close(); // white-box: the core closes it once more at unload
-            assertEquals(new DeviceMemoryPool.Stats(0, 3 * 4000, 0, 0, s3.allocations(), s3.allocations()), pool.stats());
+            try (ExecuteDoor door = h.holdExecute()) {
+                Reply later = h.send(saxpyRequest(floats(4, 1), floats(4, 2)));
+                door.awaitBatch(); // handshake: the worker is at the door, so the last execute has returned
+                h.instance(CudaInstance.class).close(); // white-box: the core closes it once more at unload
+                assertEquals(new DeviceMemoryPool.Stats(0, 3 * 4000, 0, 0, s3.allocations(), s3.allocations()), pool.stats());
+                door.open();
+                assertEquals(ErrorCode.UNAVAILABLE, later.await().error().code(), "the closed instance refuses");
+            }
             h.unload();
             assertNull(backend.device(0), "the last model released GPU 0");
         }
@@ -430,10 +436,15 @@ class CudaBackendTest {
     void close_withModelStillOpen_freesEverything() throws Exception {
         try (ModelHarness h = Fixtures.harness(driver).start()) {
             assertFalse(h.infer(saxpyRequest(floats(64, 1), floats(64, 2))).isError());
-            h.backend(CudaBackend.class).close(); // white-box; @AfterEach checks the driver is clean
-            assertEquals(0, driver.liveDeviceAllocations());
-            BackplaneException e = h.infer(saxpyRequest(floats(4, 1), floats(4, 2))).error();
-            assertEquals(ErrorCode.UNAVAILABLE, e.code(), e.getMessage());
+            try (ExecuteDoor door = h.holdExecute()) {
+                Reply later = h.send(saxpyRequest(floats(4, 1), floats(4, 2)));
+                door.awaitBatch(); // handshake: the worker is at the door, so the first execute has returned
+                h.backend(CudaBackend.class).close(); // white-box; @AfterEach checks the driver is clean
+                assertEquals(0, driver.liveDeviceAllocations());
+                door.open();
+                BackplaneException e = later.await().error();
+                assertEquals(ErrorCode.UNAVAILABLE, e.code(), e.getMessage());
+            }
         }
     }
 
