@@ -84,7 +84,7 @@ class LayoutTest {
         assertTrue(Files.isRegularFile(DIST.resolve("samples/models/add_sub/config.pbtxt")));
         assertTrue(Files.isRegularFile(DIST.resolve("samples/models/repeat_decoupled/1/model.py")));
         List<String> lib = names(DIST.resolve("lib"));
-        for (String prefix : List.of("backplane-core-", "backplane-spi-", "picocli-", "slf4j-api-", "logback-classic-")) {
+        for (String prefix : List.of("backplane-server-", "backplane-core-", "backplane-protocol-", "backplane-spi-", "picocli-", "slf4j-api-", "logback-classic-")) {
             assertTrue(lib.stream().anyMatch(n -> n.startsWith(prefix)), prefix + "* missing from lib: " + lib);
         }
         assertFalse(lib.stream().anyMatch(n -> n.startsWith("backplane-backend-")), "backends belong in backends/, not lib/: " + lib);

@@ -11,12 +11,21 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Layering rules that span modules (DESIGN.md "Dependency direction"), checked here because the
- * distribution sees every shipped module: backends and plugins (frontends, metrics) compile
- * against the SPI only, never against the core, and, like all library code, log through SLF4J
- * instead of writing to the standard streams.
+ * distribution sees every shipped module (and the testkit, a test dependency here):
+ * <ul>
+ *   <li>backends and plugins (frontends, metrics) compile against the SPI and the protocol module
+ *       only, never against the core, the server or a tool;</li>
+ *   <li>the core exports only its public API ({@code io.backplane.core} and the
+ *       {@code io.backplane.core.config} parser): nothing outside the core reaches its internals;</li>
+ *   <li>no protocol type crosses the SPI, so a plugin never shares protocol classes with the host;</li>
+ *   <li>like all library code, backends and plugins log through SLF4J instead of writing to the
+ *       standard streams.</li>
+ * </ul>
  */
 class ModuleRulesTest {
     private static final String[] PLUGINS = {"io.backplane.backend..", "io.backplane.plugin.."};
+    private static final String[] CORE_INTERNALS = {"io.backplane.core.internal..", "io.backplane.core.plugin..", "io.backplane.core.batch..",
+            "io.backplane.core.repository.."};
     private static JavaClasses classes;
 
     @BeforeAll
@@ -25,9 +34,38 @@ class ModuleRulesTest {
     }
 
     @Test
-    void backendsAndPlugins_neverDependOnCore() {
-        noClasses().that().resideInAnyPackage(PLUGINS).should().dependOnClassesThat().resideInAPackage("io.backplane.core..")
-                .because("backends and plugins depend on spi only (DESIGN.md); the core may change under them").allowEmptyShould(true).check(classes);
+    void backendsAndPlugins_neverDependOnCoreServerOrTools() {
+        noClasses().that().resideInAnyPackage(PLUGINS).should().dependOnClassesThat()
+                .resideInAnyPackage("io.backplane.core..", "io.backplane.server..", "io.backplane.bench..", "io.backplane.testkit..")
+                .because("backends and plugins depend on spi and protocol only (DESIGN.md); the core may change under them")
+                .allowEmptyShould(true).check(classes);
+    }
+
+    @Test
+    void outsideTheCore_nothingUsesCoreInternals() {
+        noClasses().that().resideOutsideOfPackage("io.backplane.core..").should().dependOnClassesThat().resideInAnyPackage(CORE_INTERNALS)
+                .because("the core exports only BackplaneHost and its builder, ModelControlMode and the config.pbtxt parser")
+                .check(classes);
+    }
+
+    @Test
+    void spi_neverMentionsProtocolTypes() {
+        noClasses().that().resideInAPackage("io.backplane.spi..").should().dependOnClassesThat().resideInAPackage("io.backplane.protocol..")
+                .because("protocol classes are not shared with plugin class loaders; one in an SPI signature would break isolation")
+                .check(classes);
+    }
+
+    @Test
+    void coreApi_neverMentionsProtocolTypes() {
+        noClasses().that().resideInAPackage("io.backplane.core").should().dependOnClassesThat().resideInAPackage("io.backplane.protocol..")
+                .because("an embedding application sees SPI values, never generated messages").check(classes);
+    }
+
+    @Test
+    void protocol_dependsOnTheSpiNeverOnTheCore() {
+        noClasses().that().resideInAPackage("io.backplane.protocol..").should().dependOnClassesThat()
+                .resideInAnyPackage("io.backplane.core..", "io.backplane.server..", "io.backplane.plugin..", "io.backplane.backend..")
+                .check(classes);
     }
 
     @Test

@@ -1,9 +1,9 @@
 package io.backplane.testkit;
 
-import io.backplane.spi.Batcher;
-import io.backplane.spi.BatcherContext;
-import io.backplane.spi.BatcherFactory;
 import io.backplane.spi.ScheduledRequest;
+import io.backplane.spi.batch.Batcher;
+import io.backplane.spi.batch.BatcherContext;
+import io.backplane.spi.batch.BatcherFactory;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;

@@ -6,6 +6,7 @@ import io.backplane.core.BackplaneHost;
 import io.backplane.core.ModelControlMode;
 import io.backplane.core.config.ModelConfigParser;
 import io.backplane.spi.Backend;
+import io.backplane.spi.BackendCapabilities;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackendFactory;
 import io.backplane.spi.BackplaneException;
@@ -391,6 +392,13 @@ public final class ModelHarness implements AutoCloseable {
                 }
 
                 @Override
+                public BackendCapabilities capabilities() {
+                    try (var _ = ContextLoader.swap(loader)) {
+                        return f.capabilities();
+                    }
+                }
+
+                @Override
                 public Backend create(BackendContext context) throws Exception {
                     try (var _ = ContextLoader.swap(loader)) {
                         Backend b = requireNonNull(f.create(context), "BackendFactory.create returned null");
@@ -429,6 +437,13 @@ public final class ModelHarness implements AutoCloseable {
                             openModels.add(rec);
                         }
                         return wrap(rec, loader);
+                    }
+                }
+
+                @Override
+                public int deviceCount() {
+                    try (var _ = ContextLoader.swap(loader)) {
+                        return b.deviceCount();
                     }
                 }
 

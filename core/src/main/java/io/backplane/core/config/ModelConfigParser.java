@@ -8,13 +8,14 @@ import com.google.protobuf.Descriptors.EnumValueDescriptor;
 import com.google.protobuf.Descriptors.FieldDescriptor;
 import com.google.protobuf.TextFormat;
 import com.google.protobuf.TextFormatParseInfoTree;
-import io.backplane.core.config.proto.ModelConfigProtos;
-import io.backplane.core.config.proto.ModelDynamicBatching;
-import io.backplane.core.config.proto.ModelInput;
-import io.backplane.core.config.proto.ModelInstanceGroup;
-import io.backplane.core.config.proto.ModelOutput;
-import io.backplane.core.config.proto.ModelQueuePolicy;
-import io.backplane.core.config.proto.ModelVersionPolicy;
+import com.google.protobuf.TextFormatParseLocation;
+import io.backplane.protocol.inference.ModelConfigProtos;
+import io.backplane.protocol.inference.ModelDynamicBatching;
+import io.backplane.protocol.inference.ModelInput;
+import io.backplane.protocol.inference.ModelInstanceGroup;
+import io.backplane.protocol.inference.ModelOutput;
+import io.backplane.protocol.inference.ModelQueuePolicy;
+import io.backplane.protocol.inference.ModelVersionPolicy;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
 import io.backplane.spi.ErrorCode;
@@ -33,6 +34,7 @@ import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -48,8 +50,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Reads Triton {@code config.pbtxt} files with protobuf text-format semantics (protobuf-java's
- * {@link TextFormat} over Backplane's subset of Triton's {@code model_config.proto}), then converts
- * and checks them. Every problem is a {@link BackplaneException} INVALID_ARGUMENT that starts with
+ * {@link TextFormat} over Triton's {@code model_config.proto} from {@code backplane-protocol}), then
+ * converts and checks them. Every problem is a {@link BackplaneException} INVALID_ARGUMENT that starts with
  * {@code <file>:<line>:<col>: } where the position is known and names the field; a Triton field that
  * Backplane does not support is reported as such, never ignored.
  */
@@ -59,7 +61,7 @@ public final class ModelConfigParser {
 
     private static final Logger LOG = LoggerFactory.getLogger(ModelConfigParser.class);
 
-    /** Triton model_config.proto fields that Backplane does not support, per message type. */
+    /** Triton model_config.proto fields that Backplane does not support, per message type; any other field is supported. */
     private static final Map<String, Set<String>> UNSUPPORTED_TRITON_FIELDS = Map.of(
             "ModelConfig", Set.of("runtime", "batch_input", "batch_output", "optimization", "sequence_batching", "ensemble_scheduling",
                     "cc_model_filenames", "metric_tags", "model_warmup", "model_operations", "model_repository_agents", "response_cache",
@@ -173,14 +175,15 @@ public final class ModelConfigParser {
                 // Triton parses with C++ TextFormat, which rejects a non-repeated field given twice.
                 .setSingularOverwritePolicy(TextFormat.Parser.SingularOverwritePolicy.FORBID_SINGULAR_OVERWRITES)
                 .build();
-        io.backplane.core.config.proto.ModelConfig.Builder builder = io.backplane.core.config.proto.ModelConfig.newBuilder();
+        io.backplane.protocol.inference.ModelConfig.Builder builder = io.backplane.protocol.inference.ModelConfig.newBuilder();
         try {
             parser.merge(text, builder);
         } catch (TextFormat.ParseException e) {
             throw translate(e, text, source);
         }
-        io.backplane.core.config.proto.ModelConfig proto = builder.build();
+        io.backplane.protocol.inference.ModelConfig proto = builder.build();
         TextFormatParseInfoTree built = tree.build();
+        checkSupported(built, source);
         SourcePositions at = SourcePositions.of(source, proto, built);
         checkDuplicateMapKeys(proto, built, at);
         ModelConfig config = convert(proto, at, expectedName, catalog, raw == null ? ConfigNode.EMPTY : raw.tree());
@@ -190,7 +193,8 @@ public final class ModelConfigParser {
 
     /**
      * Blanks the top-level sections that the model's backend declared it reads itself and that
-     * Backplane's schema does not have, so the schema check accepts them; they stay in the raw view.
+     * Backplane does not model (a Triton field outside Backplane's subset, or a name Triton's schema
+     * does not have), so the schema check accepts them; they stay in the raw view.
      */
     private static String withoutBackendSections(String text, RawConfigReader.Result raw, BackendCatalog catalog) {
         String backend = raw.tree().value("backend").orElse("");
@@ -202,9 +206,10 @@ public final class ModelConfigParser {
         if (declared.isEmpty()) {
             return text;
         }
-        Descriptor schema = io.backplane.core.config.proto.ModelConfig.getDescriptor();
-        List<RawConfigReader.Span> handled = raw.topLevel().stream()
-                .filter(span -> declared.contains(span.name()) && schema.findFieldByName(span.name()) == null).toList();
+        Descriptor schema = io.backplane.protocol.inference.ModelConfig.getDescriptor();
+        Set<String> unsupported = UNSUPPORTED_TRITON_FIELDS.getOrDefault(schema.getName(), Set.of());
+        List<RawConfigReader.Span> handled = raw.topLevel().stream().filter(span -> declared.contains(span.name())
+                && (schema.findFieldByName(span.name()) == null || unsupported.contains(span.name()))).toList();
         return handled.isEmpty() ? text : RawConfigReader.blank(text, handled);
     }
 
@@ -248,14 +253,47 @@ public final class ModelConfigParser {
     private static String unknownField(String source, String line, String column, String typeFullName, String field) {
         String type = typeFullName.substring(typeFullName.lastIndexOf('.') + 1);
         String where = source + ":" + line + ":" + column + ": ";
-        if (UNSUPPORTED_TRITON_FIELDS.getOrDefault(type, Set.of()).contains(field)) {
-            return where + "field '" + field + "' is not supported by Backplane (Triton " + type + "." + field
-                    + "); remove it, or serve this model with Triton";
-        }
+        Set<String> unsupported = UNSUPPORTED_TRITON_FIELDS.getOrDefault(type, Set.of());
         Descriptor d = MESSAGES.get(typeFullName);
         String known = d == null ? "" : "; fields Backplane accepts in " + type + ": "
-                + d.getFields().stream().map(FieldDescriptor::getName).collect(Collectors.joining(", "));
+                + d.getFields().stream().map(FieldDescriptor::getName).filter(n -> !unsupported.contains(n)).collect(Collectors.joining(", "));
         return where + "field '" + field + "' is unknown in " + type + " (not a Triton model configuration field); check the spelling" + known;
+    }
+
+    // ---- Triton fields Backplane does not support ----------------------------------------------------
+
+    private record Unsupported(TextFormatParseLocation at, String message) {
+    }
+
+    /**
+     * The proto is Triton's whole schema, so a Triton field Backplane does not model parses; this
+     * walk over what the text actually wrote reports each one, in file order, with its position.
+     */
+    private static void checkSupported(TextFormatParseInfoTree tree, String source) {
+        List<Unsupported> found = new ArrayList<>();
+        collectUnsupported(io.backplane.protocol.inference.ModelConfig.getDescriptor(), tree, source, found);
+        if (!found.isEmpty()) {
+            found.sort(Comparator.comparingInt((Unsupported u) -> u.at().getLine()).thenComparingInt(u -> u.at().getColumn()));
+            throw BackplaneException.invalid(found.stream().map(Unsupported::message).collect(Collectors.joining("\n")));
+        }
+    }
+
+    private static void collectUnsupported(Descriptor type, TextFormatParseInfoTree tree, String source, List<Unsupported> out) {
+        Set<String> unsupported = UNSUPPORTED_TRITON_FIELDS.getOrDefault(type.getName(), Set.of());
+        for (FieldDescriptor f : type.getFields()) {
+            if (unsupported.contains(f.getName())) {
+                for (TextFormatParseLocation l : tree.getLocations(f)) {
+                    // TextFormatParseLocation is zero-based; editors and ParseException are one-based.
+                    out.add(new Unsupported(l, source + ":" + (l.getLine() + 1) + ":" + (l.getColumn() + 1) + ": field '" + f.getName()
+                            + "' is not supported by Backplane (Triton " + type.getName() + "." + f.getName()
+                            + "); remove it, or serve this model with Triton"));
+                }
+            } else if (f.getJavaType() == FieldDescriptor.JavaType.MESSAGE && !f.isMapField()) {
+                for (TextFormatParseInfoTree nested : tree.getNestedTrees(f)) {
+                    collectUnsupported(f.getMessageType(), nested, source, out);
+                }
+            }
+        }
     }
 
     private static boolean isValueError(String message) {
@@ -279,16 +317,16 @@ public final class ModelConfigParser {
         return last;
     }
 
-    private static void checkDuplicateMapKeys(io.backplane.core.config.proto.ModelConfig proto, TextFormatParseInfoTree tree,
+    private static void checkDuplicateMapKeys(io.backplane.protocol.inference.ModelConfig proto, TextFormatParseInfoTree tree,
             SourcePositions at) {
-        FieldDescriptor parameters = io.backplane.core.config.proto.ModelConfig.getDescriptor().findFieldByName("parameters");
+        FieldDescriptor parameters = io.backplane.protocol.inference.ModelConfig.getDescriptor().findFieldByName("parameters");
         int parsed = tree.getLocations(parameters).size();
         if (parsed > proto.getParametersCount()) {
             throw error(at.at("parameters"), "parameters", parsed + " entries name only " + proto.getParametersCount()
                     + " distinct keys " + new TreeSet<>(proto.getParametersMap().keySet()) + "; give each key once");
         }
         if (proto.hasDynamicBatching()) {
-            FieldDescriptor dbField = io.backplane.core.config.proto.ModelConfig.getDescriptor().findFieldByName("dynamic_batching");
+            FieldDescriptor dbField = io.backplane.protocol.inference.ModelConfig.getDescriptor().findFieldByName("dynamic_batching");
             FieldDescriptor pqp = ModelDynamicBatching.getDescriptor().findFieldByName("priority_queue_policy");
             if (!tree.getNestedTrees(dbField).isEmpty()) {
                 int entries = tree.getNestedTree(dbField, 0).getLocations(pqp).size();
@@ -304,7 +342,7 @@ public final class ModelConfigParser {
 
     // ---- conversion to the SPI records -------------------------------------------------------------
 
-    private static ModelConfig convert(io.backplane.core.config.proto.ModelConfig m, SourcePositions at, String expectedName, BackendCatalog catalog,
+    private static ModelConfig convert(io.backplane.protocol.inference.ModelConfig m, SourcePositions at, String expectedName, BackendCatalog catalog,
             ConfigNode raw) {
         String name = m.getName();
         if (name.isEmpty()) {
@@ -359,14 +397,14 @@ public final class ModelConfigParser {
         if (m.hasVersionPolicy()) {
             b.versionPolicy(versionPolicy(m.getVersionPolicy(), at));
         }
-        for (Map.Entry<String, io.backplane.core.config.proto.ModelParameter> p : m.getParametersMap().entrySet()) {
+        for (Map.Entry<String, io.backplane.protocol.inference.ModelParameter> p : m.getParametersMap().entrySet()) {
             b.parameter(p.getKey(), p.getValue().getStringValue());
         }
         return construct(b::build, at.source(), "model");
     }
 
     private static DataType dataType(int number, String tensor, String path, SourcePositions at) {
-        io.backplane.core.config.proto.DataType t = io.backplane.core.config.proto.DataType.forNumber(number);
+        io.backplane.protocol.inference.DataType t = io.backplane.protocol.inference.DataType.forNumber(number);
         String where = at.at(path + ".data_type");
         if (t == null) {
             throw error(where, "data_type", "tensor '" + tensor + "': data_type " + number + " is not a Triton data type; use a name such as TYPE_FP32");

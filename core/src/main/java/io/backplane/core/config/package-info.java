@@ -1,6 +1,6 @@
 /**
  * Triton-compatible model configuration: {@code config.pbtxt} parsed with protobuf text-format
- * semantics over Backplane's subset of Triton's {@code model_config.proto}, checked, and converted
+ * semantics over Triton's {@code model_config.proto} (from {@code backplane-protocol}), checked, and converted
  * to the SPI records of {@code io.backplane.spi.config}.
  */
 @NullMarked

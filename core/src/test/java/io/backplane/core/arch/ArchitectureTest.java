@@ -2,8 +2,11 @@ package io.backplane.core.arch;
 
 import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.classes;
 import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
+import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noMethods;
 import static com.tngtech.archunit.library.dependencies.SlicesRuleDefinition.slices;
 
+import com.tngtech.archunit.base.DescribedPredicate;
+import com.tngtech.archunit.core.domain.JavaClass;
 import com.tngtech.archunit.core.domain.JavaClasses;
 import com.tngtech.archunit.core.importer.ClassFileImporter;
 import com.tngtech.archunit.core.importer.ImportOption;
@@ -43,6 +46,21 @@ class ArchitectureTest {
         noClasses().that().resideInAnyPackage("io.backplane.spi..", "io.backplane.core.plugin..", "io.backplane.core.batch..")
                 .should().dependOnClassesThat().resideInAPackage("com.google.inject..").because("Guice stays inside core wiring (STYLE 10)")
                 .check(classes);
+    }
+
+    @Test
+    void protocolMessages_stayInsideTheConfigParser() {
+        noClasses().that().resideInAPackage("io.backplane.core..").and().resideOutsideOfPackage("io.backplane.core.config..")
+                .should().dependOnClassesThat().resideInAPackage("io.backplane.protocol..")
+                .because("the generated Triton messages are the parser's input format, not a type the host passes around").check(classes);
+    }
+
+    @Test
+    void publicCoreMethods_neverTakeOrReturnProtocolTypes() {
+        DescribedPredicate<JavaClass> protocol = JavaClass.Predicates.resideInAPackage("io.backplane.protocol..");
+        noMethods().that().arePublic().and().areDeclaredInClassesThat().resideInAPackage("io.backplane.core..")
+                .should().haveRawReturnType(protocol).orShould().haveRawParameterTypes(DescribedPredicate.anyElementThat(protocol))
+                .because("an embedding application and the testkit see SPI values, never generated messages").check(classes);
     }
 
     @Test

@@ -27,6 +27,7 @@ import java.util.jar.JarEntry;
 import java.util.jar.JarOutputStream;
 import javax.tools.JavaCompiler;
 import javax.tools.ToolProvider;
+import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -34,7 +35,7 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * A plugin compiled at test time into its own jar, in its own backends sub-directory: it loads
  * through its own {@link PluginClassLoader}, runs with that loader as context class loader,
- * shares only the SPI with the host, and cannot see the core (STYLE 6, 7).
+ * shares only the SPI with the host, and cannot see the core or the host's protocol classes (STYLE 6, 7).
  */
 class PluginIsolationTest {
     @TempDir
@@ -66,10 +67,17 @@ class PluginIsolationTest {
                                             } catch (ClassNotFoundException e) {
                                                 core = "hidden";
                                             }
+                                            String protocol;
+                                            try {
+                                                Class.forName("io.backplane.protocol.inference.ModelConfig");
+                                                protocol = "visible";
+                                            } catch (ClassNotFoundException e) {
+                                                protocol = "hidden";
+                                            }
                                             String spiSame = String.valueOf(Tensor.class.getClassLoader() != ProbeFactory.class.getClassLoader());
                                             for (ScheduledRequest r : batch) {
                                                 r.sender().sendFinal(InferenceResponse.of(List.of(
-                                                        Tensor.ofStrings("OUT", new long[] {4}, tccl, self, core, spiSame))));
+                                                        Tensor.ofStrings("OUT", new long[] {5}, tccl, self, core, spiSame, protocol))));
                                             }
                                         }
                                         public void close() {}
@@ -95,11 +103,62 @@ class PluginIsolationTest {
             }
             """;
 
+    /** A plugin that uses Triton's protocol messages, shipping backplane-protocol and protobuf in its own directory. */
+    private static final String WIRE = """
+            package com.example.wire;
+
+            import io.backplane.protocol.inference.ModelConfig;
+            import io.backplane.spi.*;
+            import java.util.List;
+
+            public final class WireFactory implements BackendFactory {
+                public String name() { return "wire"; }
+                public int spiVersion() { return Spi.VERSION; }
+                public Backend create(BackendContext ctx) {
+                    return new Backend() {
+                        public Model loadModel(ModelContext m) {
+                            return new Model() {
+                                public ModelInstance createInstance(InstanceContext i) {
+                                    return new ModelInstance() {
+                                        public void execute(List<ScheduledRequest> batch) {
+                                            ClassLoader own = WireFactory.class.getClassLoader();
+                                            String message = ModelConfig.newBuilder().setName("wire").build().getName();
+                                            String protocolOwn = String.valueOf(ModelConfig.class.getClassLoader() == own);
+                                            String protobufOwn = String.valueOf(com.google.protobuf.Message.class.getClassLoader() == own);
+                                            String spiShared = String.valueOf(Tensor.class.getClassLoader() != own);
+                                            for (ScheduledRequest r : batch) {
+                                                r.sender().sendFinal(InferenceResponse.of(List.of(
+                                                        Tensor.ofStrings("OUT", new long[] {5}, message, protocolOwn, protobufOwn, spiShared,
+                                                                Thread.currentThread().getContextClassLoader().getName()))));
+                                            }
+                                        }
+                                        public void close() {}
+                                    };
+                                }
+                                public void close() {}
+                            };
+                        }
+                        public void close() {}
+                    };
+                }
+            }
+            """;
+
     @BeforeAll
-    static void buildPlugins() throws IOException {
+    static void buildPlugins() throws Exception {
         backends = dir.resolve("backends");
         buildPlugin("probe", "com/example/plugin/ProbeFactory", FACTORY, true);
         buildPlugin("forgotten", "com/example/hidden/ForgottenFactory", UNREGISTERED, false);
+        buildPlugin("wire", "com/example/wire/WireFactory", WIRE, true);
+        Path lib = Files.createDirectories(backends.resolve("wire/lib"));
+        for (Class<?> fromJar : List.of(io.backplane.protocol.inference.ModelConfig.class, com.google.protobuf.Message.class)) {
+            Path where = Path.of(fromJar.getProtectionDomain().getCodeSource().getLocation().toURI());
+            if (Files.isDirectory(where)) {
+                jar(where, lib.resolve(fromJar.getSimpleName() + "-classes.jar"), null);
+            } else {
+                Files.copy(where, lib.resolve(where.getFileName()));
+            }
+        }
     }
 
     private static void buildPlugin(String name, String className, String source, boolean register) throws IOException {
@@ -114,7 +173,12 @@ class PluginIsolationTest {
         assertEquals(0, rc, "plugin source compiles");
         Path pluginDir = backends.resolve(name);
         Files.createDirectories(pluginDir);
-        try (JarOutputStream jar = new JarOutputStream(Files.newOutputStream(pluginDir.resolve(name + ".jar")))) {
+        jar(classes, pluginDir.resolve(name + ".jar"), register ? className.replace('/', '.') : null);
+    }
+
+    /** Jars the files under {@code classes}, registering {@code factory} as a BackendFactory when not null. */
+    private static void jar(Path classes, Path target, @Nullable String factory) throws IOException {
+        try (JarOutputStream jar = new JarOutputStream(Files.newOutputStream(target))) {
             try (var files = Files.walk(classes)) {
                 for (Path p : files.filter(Files::isRegularFile).toList()) {
                     jar.putNextEntry(new JarEntry(classes.relativize(p).toString().replace('\\', '/')));
@@ -122,10 +186,10 @@ class PluginIsolationTest {
                     jar.closeEntry();
                 }
             }
-            if (register) {
+            if (factory != null) {
                 jar.putNextEntry(new JarEntry("META-INF/services/io.backplane.spi.BackendFactory"));
                 OutputStream out = jar;
-                out.write((className.replace('/', '.') + "\n").getBytes(java.nio.charset.StandardCharsets.UTF_8));
+                out.write((factory + "\n").getBytes(java.nio.charset.StandardCharsets.UTF_8));
                 jar.closeEntry();
             }
         }
@@ -133,7 +197,7 @@ class PluginIsolationTest {
 
     private static ModelConfig model(String name, String backend) {
         return ModelConfig.builder(name).backend(backend).input(TensorConfig.of("IN", DataType.INT64, 1))
-                .output(TensorConfig.of("OUT", DataType.BYTES, 4)).build();
+                .output(TensorConfig.of("OUT", DataType.BYTES, 5)).build();
     }
 
     @Test
@@ -147,6 +211,22 @@ class PluginIsolationTest {
             assertEquals("plugin-probe", facts.get(1), "the plugin's own loader");
             assertEquals("hidden", facts.get(2), "the core is not visible to plugins");
             assertEquals("true", facts.get(3), "SPI classes come from the host, not the plugin");
+            assertEquals("hidden", facts.get(4), "the host's protocol jar is not shared: a plugin that needs it carries its own");
+        }
+        Hygiene.assertNoBackplaneThreads();
+    }
+
+    @Test
+    void pluginCarryingTheProtocolJar_usesItsOwnCopy_andStillSharesOnlyTheSpi() throws Exception {
+        try (BackplaneHost host = BackplaneHost.builder().backendsDirectory(backends).model(model("w", "wire")).build()) {
+            InferenceResponse r = host.infer(InferenceRequest.builder("w").input(Tensor.ofLongs("IN", new long[] {1}, 1)).build())
+                    .get(10, TimeUnit.SECONDS);
+            List<String> facts = r.output("OUT").toStringList();
+            assertEquals("wire", facts.get(0), "the plugin builds Triton messages with its own protocol classes");
+            assertEquals("true", facts.get(1), "backplane-protocol comes from the plugin's directory, not from the host");
+            assertEquals("true", facts.get(2), "protobuf comes from the plugin's directory, not from the host");
+            assertEquals("true", facts.get(3), "SPI classes still come from the host");
+            assertEquals("plugin-wire", facts.get(4), "context class loader during execute");
         }
         Hygiene.assertNoBackplaneThreads();
     }

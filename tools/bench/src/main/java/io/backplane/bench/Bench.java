@@ -4,11 +4,11 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.google.protobuf.ByteString;
 import io.backplane.core.BackplaneHost;
-import io.backplane.plugin.grpc.InferenceGrpc;
-import io.backplane.plugin.grpc.proto.ModelInferRequest;
-import io.backplane.plugin.grpc.proto.ModelInferResponse;
-import io.backplane.plugin.grpc.proto.ModelMetadataRequest;
-import io.backplane.plugin.grpc.proto.ModelMetadataResponse;
+import io.backplane.protocol.inference.GRPCInferenceServiceGrpc;
+import io.backplane.protocol.inference.ModelInferRequest;
+import io.backplane.protocol.inference.ModelInferResponse;
+import io.backplane.protocol.inference.ModelMetadataRequest;
+import io.backplane.protocol.inference.ModelMetadataResponse;
 import io.backplane.spi.DataType;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.Tensor;
@@ -261,7 +261,7 @@ public final class Bench {
     private static final class GrpcDriver implements Driver {
         private final BenchOptions options;
         private final List<ManagedChannel> channels = new ArrayList<>();
-        private List<InferenceGrpc.Client> clients = List.of();
+        private List<GRPCInferenceServiceGrpc.GRPCInferenceServiceStub> clients = List.of();
         private final ModelInferRequest request;
         private final AtomicLong next = new AtomicLong();
 
@@ -269,7 +269,7 @@ public final class Bench {
             this.options = o;
             ManagedChannel first = channel();
             channels.add(first);
-            ModelMetadataResponse md = new InferenceGrpc.Client(first).withDeadline(30, TimeUnit.SECONDS).call(InferenceGrpc.MODEL_METADATA,
+            ModelMetadataResponse md = GRPCInferenceServiceGrpc.newBlockingStub(first).withDeadlineAfter(30, TimeUnit.SECONDS).modelMetadata(
                     ModelMetadataRequest.newBuilder().setName(o.model()).setVersion(o.version() > 0 ? Long.toString(o.version()) : "").build());
             List<ModelMetadata.TensorMetadata> meta = md.getInputsList().stream().map(t -> new ModelMetadata.TensorMetadata(t.getName(),
                     DataType.fromProtocolName(t.getDatatype()), t.getShapeList())).toList();
@@ -295,14 +295,14 @@ public final class Bench {
             while (channels.size() < want) {
                 channels.add(channel());
             }
-            clients = channels.subList(0, want).stream().map(InferenceGrpc.Client::new).toList();
+            clients = channels.subList(0, want).stream().map(GRPCInferenceServiceGrpc::newStub).toList();
         }
 
         @Override
         public CompletableFuture<?> call() {
             CompletableFuture<ModelInferResponse> f = new CompletableFuture<>();
-            InferenceGrpc.Client c = clients.get((int) (next.getAndIncrement() % clients.size()));
-            c.callAsync(InferenceGrpc.MODEL_INFER, request, new StreamObserver<>() {
+            GRPCInferenceServiceGrpc.GRPCInferenceServiceStub c = clients.get((int) (next.getAndIncrement() % clients.size()));
+            c.modelInfer(request, new StreamObserver<>() {
                 @Override
                 public void onNext(ModelInferResponse value) {
                     f.complete(value);

@@ -92,7 +92,7 @@ class LifecycleTest {
     @Test
     void createInstance_severalInstances_oneSessionEachAllFreed() throws Exception {
         try (ModelHarness m = TestModels.harness(TestModels.addSub())
-                .mapConfig(c -> c.toBuilder().clearInstanceGroups().instanceGroup(new InstanceGroup("g", 2, InstanceKind.CPU, List.of())).build())
+                .mapConfig(c -> c.toBuilder().clearInstanceGroups().instanceGroup(InstanceGroup.of("g", 2, InstanceKind.CPU, List.of())).build())
                 .start()) {
             List<ModelInstance> instances = m.instances(ModelInstance.class);
             assertEquals(2, instances.size());

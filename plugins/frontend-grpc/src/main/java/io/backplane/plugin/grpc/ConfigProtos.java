@@ -1,16 +1,16 @@
 package io.backplane.plugin.grpc;
 
-import io.backplane.plugin.grpc.proto.DataType;
-import io.backplane.plugin.grpc.proto.ModelConfig;
-import io.backplane.plugin.grpc.proto.ModelDynamicBatching;
-import io.backplane.plugin.grpc.proto.ModelInput;
-import io.backplane.plugin.grpc.proto.ModelInstanceGroup;
-import io.backplane.plugin.grpc.proto.ModelOutput;
-import io.backplane.plugin.grpc.proto.ModelParameter;
-import io.backplane.plugin.grpc.proto.ModelQueuePolicy;
-import io.backplane.plugin.grpc.proto.ModelTensorReshape;
-import io.backplane.plugin.grpc.proto.ModelTransactionPolicy;
-import io.backplane.plugin.grpc.proto.ModelVersionPolicy;
+import io.backplane.protocol.inference.DataType;
+import io.backplane.protocol.inference.ModelConfig;
+import io.backplane.protocol.inference.ModelDynamicBatching;
+import io.backplane.protocol.inference.ModelInput;
+import io.backplane.protocol.inference.ModelInstanceGroup;
+import io.backplane.protocol.inference.ModelOutput;
+import io.backplane.protocol.inference.ModelParameter;
+import io.backplane.protocol.inference.ModelQueuePolicy;
+import io.backplane.protocol.inference.ModelTensorReshape;
+import io.backplane.protocol.inference.ModelTransactionPolicy;
+import io.backplane.protocol.inference.ModelVersionPolicy;
 import io.backplane.spi.config.DynamicBatching;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.QueuePolicy;

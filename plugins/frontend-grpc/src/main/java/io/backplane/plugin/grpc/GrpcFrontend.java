@@ -64,7 +64,7 @@ final class GrpcFrontend implements Frontend {
                     .bossEventLoopGroup(boss).workerEventLoopGroup(workers).channelType(NioServerSocketChannel.class)
                     .directExecutor()
                     .maxInboundMessageSize(options.maxMessageBytes())
-                    .addService(new InferenceServiceGrpc(service, admin).definition())
+                    .addService(new GrpcInferenceService(service, admin))
                     .build().start();
         } catch (Exception | Error e) {
             close();

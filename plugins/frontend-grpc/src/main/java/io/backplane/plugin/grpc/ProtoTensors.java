@@ -2,18 +2,18 @@ package io.backplane.plugin.grpc;
 
 import com.google.protobuf.ByteString;
 import com.google.protobuf.UnsafeByteOperations;
-import io.backplane.plugin.grpc.proto.InferParameter;
-import io.backplane.plugin.grpc.proto.InferTensorContents;
-import io.backplane.plugin.grpc.proto.ModelInferRequest;
-import io.backplane.plugin.grpc.proto.ModelInferResponse;
+import io.backplane.protocol.ModelVersions;
+import io.backplane.protocol.TensorFill;
+import io.backplane.protocol.inference.InferParameter;
+import io.backplane.protocol.inference.InferTensorContents;
+import io.backplane.protocol.inference.ModelInferRequest;
+import io.backplane.protocol.inference.ModelInferResponse;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.Tensor;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -24,28 +24,7 @@ import java.util.Map;
  * {@code contents}; outputs always go back as {@code raw_output_contents}, as Triton sends them.
  */
 final class ProtoTensors {
-    private static final ValueLayout.OfShort SHORT = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
-    private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
-    private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
-    private static final ValueLayout.OfFloat FLOAT = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
-    private static final ValueLayout.OfDouble DOUBLE = ValueLayout.JAVA_DOUBLE_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
-
     private ProtoTensors() {
-    }
-
-    static long version(String v) {
-        if (v.isEmpty()) {
-            return InferenceRequest.LATEST;
-        }
-        try {
-            long n = Long.parseLong(v);
-            if (n >= 1) {
-                return n;
-            }
-        } catch (NumberFormatException e) {
-            // reported below
-        }
-        throw BackplaneException.invalid("model version '" + v + "' is invalid: versions are integers ≥ 1, or empty for the latest");
     }
 
     static InferenceRequest toRequest(ModelInferRequest m) {
@@ -53,7 +32,7 @@ final class ProtoTensors {
             throw BackplaneException.invalid("model_name is empty");
         }
         InferenceRequest.Builder b = InferenceRequest.builder(m.getModelName());
-        long version = version(m.getModelVersion());
+        long version = ModelVersions.parse(m.getModelVersion());
         if (version != InferenceRequest.LATEST) {
             b.version(version);
         }
@@ -107,7 +86,6 @@ final class ProtoTensors {
     }
 
     private static Tensor typed(String name, DataType type, long[] shape, InferTensorContents c) {
-        long expected = Tensor.elementCount(name, shape);
         int n = switch (type) {
             case BOOL -> c.getBoolContentsCount();
             case INT8, INT16, INT32 -> c.getIntContentsCount();
@@ -118,44 +96,28 @@ final class ProtoTensors {
             case FP64 -> c.getFp64ContentsCount();
             case BYTES -> c.getBytesContentsCount();
         };
-        if (n != expected) {
-            throw BackplaneException.invalid("input '" + name + "': shape " + java.util.Arrays.toString(shape) + " needs " + expected + " "
-                    + type + " elements but the typed contents hold " + n + " (check the datatype and the contents field used)");
-        }
         if (type == DataType.BYTES) {
+            TensorFill.requireElements(name, type, shape, n);
             List<byte[]> els = new ArrayList<>(n);
             for (ByteString s : c.getBytesContentsList()) {
                 els.add(s.toByteArray());
             }
             return Tensor.ofBytes(name, shape, els);
         }
-        MemorySegment s = MemorySegment.ofArray(new byte[Math.multiplyExact(n, type.byteSize())]);
+        TensorFill fill = TensorFill.of(name, type, shape, n);
         for (int i = 0; i < n; i++) {
             switch (type) {
-                case BOOL -> s.set(ValueLayout.JAVA_BYTE, i, (byte) (c.getBoolContents(i) ? 1 : 0));
-                case INT8 -> s.set(ValueLayout.JAVA_BYTE, i, (byte) range(name, c.getIntContents(i), Byte.MIN_VALUE, Byte.MAX_VALUE));
-                case INT16 -> s.setAtIndex(SHORT, i, (short) range(name, c.getIntContents(i), Short.MIN_VALUE, Short.MAX_VALUE));
-                case INT32 -> s.setAtIndex(INT, i, c.getIntContents(i));
-                case INT64 -> s.setAtIndex(LONG, i, c.getInt64Contents(i));
-                case UINT8 -> s.set(ValueLayout.JAVA_BYTE, i, (byte) range(name, Integer.toUnsignedLong(c.getUintContents(i)), 0, 255));
-                case UINT16 -> s.setAtIndex(SHORT, i, (short) range(name, Integer.toUnsignedLong(c.getUintContents(i)), 0, 65535));
-                case UINT32 -> s.setAtIndex(INT, i, c.getUintContents(i));
-                case UINT64 -> s.setAtIndex(LONG, i, c.getUint64Contents(i));
-                case FP16 -> s.setAtIndex(SHORT, i, Float.floatToFloat16(c.getFp32Contents(i)));
-                case BF16 -> s.setAtIndex(SHORT, i, Tensor.toBf16Bits(c.getFp32Contents(i)));
-                case FP32 -> s.setAtIndex(FLOAT, i, c.getFp32Contents(i));
-                case FP64 -> s.setAtIndex(DOUBLE, i, c.getFp64Contents(i));
+                case BOOL -> fill.setBoolean(i, c.getBoolContents(i));
+                case INT8, INT16, INT32 -> fill.setLong(i, c.getIntContents(i));
+                case INT64 -> fill.setLong(i, c.getInt64Contents(i));
+                case UINT8, UINT16, UINT32 -> fill.setUnsignedLong(i, Integer.toUnsignedLong(c.getUintContents(i)));
+                case UINT64 -> fill.setUnsignedLong(i, c.getUint64Contents(i));
+                case FP16, BF16, FP32 -> fill.setDouble(i, c.getFp32Contents(i));
+                case FP64 -> fill.setDouble(i, c.getFp64Contents(i));
                 case BYTES -> throw new AssertionError("handled above");
             }
         }
-        return Tensor.of(name, type, shape, s);
-    }
-
-    private static long range(String name, long v, long min, long max) {
-        if (v < min || v > max) {
-            throw BackplaneException.invalid("input '" + name + "': value " + v + " is outside [" + min + ", " + max + "]");
-        }
-        return v;
+        return fill.build();
     }
 
     private static long integer(InferParameter p, String key) {

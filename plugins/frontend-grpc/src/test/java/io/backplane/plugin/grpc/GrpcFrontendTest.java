@@ -11,24 +11,30 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.google.protobuf.ByteString;
 import io.backplane.core.BackplaneHost;
 import io.backplane.core.ModelControlMode;
-import io.backplane.plugin.grpc.proto.InferParameter;
-import io.backplane.plugin.grpc.proto.InferTensorContents;
-import io.backplane.plugin.grpc.proto.ModelConfigRequest;
-import io.backplane.plugin.grpc.proto.ModelConfigResponse;
-import io.backplane.plugin.grpc.proto.ModelInferRequest;
-import io.backplane.plugin.grpc.proto.ModelInferResponse;
-import io.backplane.plugin.grpc.proto.ModelMetadataRequest;
-import io.backplane.plugin.grpc.proto.ModelMetadataResponse;
-import io.backplane.plugin.grpc.proto.ModelReadyRequest;
-import io.backplane.plugin.grpc.proto.ModelStreamInferResponse;
-import io.backplane.plugin.grpc.proto.RepositoryIndexRequest;
-import io.backplane.plugin.grpc.proto.RepositoryIndexResponse;
-import io.backplane.plugin.grpc.proto.RepositoryModelLoadRequest;
-import io.backplane.plugin.grpc.proto.RepositoryModelUnloadRequest;
-import io.backplane.plugin.grpc.proto.ServerLiveRequest;
-import io.backplane.plugin.grpc.proto.ServerMetadataRequest;
-import io.backplane.plugin.grpc.proto.ServerMetadataResponse;
-import io.backplane.plugin.grpc.proto.ServerReadyRequest;
+import io.backplane.protocol.inference.CudaSharedMemoryRegisterRequest;
+import io.backplane.protocol.inference.GRPCInferenceServiceGrpc;
+import io.backplane.protocol.inference.InferParameter;
+import io.backplane.protocol.inference.LogSettingsRequest;
+import io.backplane.protocol.inference.InferTensorContents;
+import io.backplane.protocol.inference.ModelConfigRequest;
+import io.backplane.protocol.inference.ModelConfigResponse;
+import io.backplane.protocol.inference.ModelInferRequest;
+import io.backplane.protocol.inference.ModelInferResponse;
+import io.backplane.protocol.inference.ModelMetadataRequest;
+import io.backplane.protocol.inference.ModelMetadataResponse;
+import io.backplane.protocol.inference.ModelReadyRequest;
+import io.backplane.protocol.inference.ModelStatisticsRequest;
+import io.backplane.protocol.inference.ModelStreamInferResponse;
+import io.backplane.protocol.inference.RepositoryIndexRequest;
+import io.backplane.protocol.inference.RepositoryIndexResponse;
+import io.backplane.protocol.inference.RepositoryModelLoadRequest;
+import io.backplane.protocol.inference.RepositoryModelUnloadRequest;
+import io.backplane.protocol.inference.ServerLiveRequest;
+import io.backplane.protocol.inference.ServerMetadataRequest;
+import io.backplane.protocol.inference.ServerMetadataResponse;
+import io.backplane.protocol.inference.ServerReadyRequest;
+import io.backplane.protocol.inference.SystemSharedMemoryStatusRequest;
+import io.backplane.protocol.inference.TraceSettingRequest;
 import io.backplane.spi.DataType;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
@@ -50,13 +56,14 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
-/** A started gRPC server exercised by grpc-java clients with the messages from our grpc_service.proto. */
+/** A started gRPC server exercised by grpc-java clients: the stubs generated from Triton's grpc_service.proto in backplane-protocol. */
 class GrpcFrontendTest {
     TestBackend backend;
     BackplaneHost host;
     GrpcFrontend frontend;
     ManagedChannel channel;
-    InferenceGrpc.Client client;
+    GRPCInferenceServiceGrpc.GRPCInferenceServiceBlockingStub client;
+    GRPCInferenceServiceGrpc.GRPCInferenceServiceStub async;
     int port;
 
     @BeforeEach
@@ -76,7 +83,8 @@ class GrpcFrontendTest {
         frontend.start();
         port = frontend.port();
         channel = Grpc.newChannelBuilderForAddress("127.0.0.1", port, InsecureChannelCredentials.create()).build();
-        client = new InferenceGrpc.Client(channel).withDeadline(30, TimeUnit.SECONDS);
+        client = GRPCInferenceServiceGrpc.newBlockingStub(channel).withDeadlineAfter(30, TimeUnit.SECONDS);
+        async = GRPCInferenceServiceGrpc.newStub(channel).withDeadlineAfter(30, TimeUnit.SECONDS);
     }
 
     @AfterEach
@@ -118,9 +126,9 @@ class GrpcFrontendTest {
 
     @Test
     void health_liveReadyAndServerMetadata() {
-        assertTrue(client.call(InferenceGrpc.SERVER_LIVE, ServerLiveRequest.getDefaultInstance()).getLive());
-        assertTrue(client.call(InferenceGrpc.SERVER_READY, ServerReadyRequest.getDefaultInstance()).getReady());
-        ServerMetadataResponse md = client.call(InferenceGrpc.SERVER_METADATA, ServerMetadataRequest.getDefaultInstance());
+        assertTrue(client.serverLive(ServerLiveRequest.getDefaultInstance()).getLive());
+        assertTrue(client.serverReady(ServerReadyRequest.getDefaultInstance()).getReady());
+        ServerMetadataResponse md = client.serverMetadata(ServerMetadataRequest.getDefaultInstance());
         assertEquals("backplane", md.getName());
         assertEquals(host.version(), md.getVersion());
         assertTrue(md.getExtensionsList().contains("model_repository"));
@@ -128,22 +136,21 @@ class GrpcFrontendTest {
 
     @Test
     void modelReadyMetadataConfig_knownAndUnknown() {
-        assertTrue(client.call(InferenceGrpc.MODEL_READY, ModelReadyRequest.newBuilder().setName("identity").build()).getReady());
-        assertTrue(client.call(InferenceGrpc.MODEL_READY, ModelReadyRequest.newBuilder().setName("identity").setVersion("1").build()).getReady());
-        assertFalse(client.call(InferenceGrpc.MODEL_READY, ModelReadyRequest.newBuilder().setName("spare").build()).getReady());
-        ModelMetadataResponse md = client.call(InferenceGrpc.MODEL_METADATA, ModelMetadataRequest.newBuilder().setName("identity").build());
+        assertTrue(client.modelReady(ModelReadyRequest.newBuilder().setName("identity").build()).getReady());
+        assertTrue(client.modelReady(ModelReadyRequest.newBuilder().setName("identity").setVersion("1").build()).getReady());
+        assertFalse(client.modelReady(ModelReadyRequest.newBuilder().setName("spare").build()).getReady());
+        ModelMetadataResponse md = client.modelMetadata(ModelMetadataRequest.newBuilder().setName("identity").build());
         assertEquals("identity", md.getName());
         assertEquals(List.of("1"), md.getVersionsList());
         assertEquals("FP32", md.getInputs(0).getDatatype());
         assertEquals(List.of(-1L), md.getInputs(0).getShapeList());
-        ModelConfigResponse cfg = client.call(InferenceGrpc.MODEL_CONFIG, ModelConfigRequest.newBuilder().setName("repeat").build());
+        ModelConfigResponse cfg = client.modelConfig(ModelConfigRequest.newBuilder().setName("repeat").build());
         assertEquals("repeat", cfg.getConfig().getName());
         assertTrue(cfg.getConfig().getModelTransactionPolicy().getDecoupled());
-        assertEquals(io.backplane.plugin.grpc.proto.DataType.TYPE_INT64, cfg.getConfig().getInput(0).getDataType());
-        assertEquals(Status.Code.NOT_FOUND, code(() -> client.call(InferenceGrpc.MODEL_METADATA, ModelMetadataRequest.newBuilder().setName("nope").build())));
-        assertEquals(Status.Code.NOT_FOUND, code(() -> client.call(InferenceGrpc.MODEL_CONFIG, ModelConfigRequest.newBuilder().setName("nope").build())));
-        assertEquals(Status.Code.INVALID_ARGUMENT, code(() -> client.call(InferenceGrpc.MODEL_METADATA,
-                ModelMetadataRequest.newBuilder().setName("identity").setVersion("x").build())));
+        assertEquals(io.backplane.protocol.inference.DataType.TYPE_INT64, cfg.getConfig().getInput(0).getDataType());
+        assertEquals(Status.Code.NOT_FOUND, code(() -> client.modelMetadata(ModelMetadataRequest.newBuilder().setName("nope").build())));
+        assertEquals(Status.Code.NOT_FOUND, code(() -> client.modelConfig(ModelConfigRequest.newBuilder().setName("nope").build())));
+        assertEquals(Status.Code.INVALID_ARGUMENT, code(() -> client.modelMetadata(ModelMetadataRequest.newBuilder().setName("identity").setVersion("x").build())));
     }
 
     @Test
@@ -234,7 +241,7 @@ class GrpcFrontendTest {
     void modelStreamInfer_decoupled_streamsEveryResponse_andErrorsInBand() throws Exception {
         List<ModelStreamInferResponse> got = Collections.synchronizedList(new ArrayList<>());
         CompletableFuture<Void> done = new CompletableFuture<>();
-        StreamObserver<ModelInferRequest> requests = client.modelStreamInfer(new StreamObserver<>() {
+        StreamObserver<ModelInferRequest> requests = async.modelStreamInfer(new StreamObserver<>() {
             @Override
             public void onNext(ModelStreamInferResponse r) {
                 got.add(r);
@@ -274,19 +281,19 @@ class GrpcFrontendTest {
 
     @Test
     void repository_indexLoadUnload_whileRequestsRun() throws Exception {
-        RepositoryIndexResponse idx = client.call(InferenceGrpc.REPOSITORY_INDEX, RepositoryIndexRequest.getDefaultInstance());
+        RepositoryIndexResponse idx = client.repositoryIndex(RepositoryIndexRequest.getDefaultInstance());
         assertTrue(idx.getModelsList().stream().anyMatch(m -> m.getName().equals("spare")), idx.toString());
-        RepositoryIndexResponse ready = client.call(InferenceGrpc.REPOSITORY_INDEX, RepositoryIndexRequest.newBuilder().setReady(true).build());
+        RepositoryIndexResponse ready = client.repositoryIndex(RepositoryIndexRequest.newBuilder().setReady(true).build());
         assertTrue(ready.getModelsList().stream().noneMatch(m -> m.getName().equals("spare")), ready.toString());
-        client.call(InferenceGrpc.REPOSITORY_MODEL_LOAD, RepositoryModelLoadRequest.newBuilder().setModelName("spare").build());
-        assertTrue(client.call(InferenceGrpc.MODEL_READY, ModelReadyRequest.newBuilder().setName("spare").build()).getReady());
+        client.repositoryModelLoad(RepositoryModelLoadRequest.newBuilder().setModelName("spare").build());
+        assertTrue(client.modelReady(ModelReadyRequest.newBuilder().setName("spare").build()).getReady());
 
         backend.delayMillis = 300;
         int n = 4;
         CountDownLatch ended = new CountDownLatch(n);
         List<Object> outcomes = Collections.synchronizedList(new ArrayList<>());
         for (int i = 0; i < n; i++) {
-            client.callAsync(InferenceGrpc.MODEL_INFER, fp32("slow", i), new StreamObserver<>() {
+            async.modelInfer(fp32("slow", i), new StreamObserver<>() {
                 @Override
                 public void onNext(ModelInferResponse value) {
                     outcomes.add(Status.Code.OK);
@@ -305,27 +312,36 @@ class GrpcFrontendTest {
             });
         }
         Thread.sleep(100);
-        client.call(InferenceGrpc.REPOSITORY_MODEL_UNLOAD, RepositoryModelUnloadRequest.newBuilder().setModelName("slow").build());
+        client.repositoryModelUnload(RepositoryModelUnloadRequest.newBuilder().setModelName("slow").build());
         assertTrue(ended.await(30, TimeUnit.SECONDS));
         for (Object o : outcomes) {
             assertTrue(o == Status.Code.OK || o == Status.Code.UNAVAILABLE, outcomes.toString());
         }
         Status.Code after = code(() -> client.modelInfer(fp32("slow", 1f)));
         assertTrue(after == Status.Code.NOT_FOUND || after == Status.Code.UNAVAILABLE, after.toString());
-        client.call(InferenceGrpc.REPOSITORY_MODEL_LOAD, RepositoryModelLoadRequest.newBuilder().setModelName("slow").build());
+        client.repositoryModelLoad(RepositoryModelLoadRequest.newBuilder().setModelName("slow").build());
         assertEquals(1, client.modelInfer(fp32("slow", 1f)).getRawOutputContentsCount());
-        assertEquals(Status.Code.NOT_FOUND, code(() -> client.call(InferenceGrpc.REPOSITORY_MODEL_LOAD,
-                RepositoryModelLoadRequest.newBuilder().setModelName("nope").build())));
+        assertEquals(Status.Code.NOT_FOUND, code(() -> client.repositoryModelLoad(RepositoryModelLoadRequest.newBuilder().setModelName("nope").build())));
     }
 
     @Test
     void readiness_instancesDown_notReady_thenRecovers() {
         backend.ready = false;
-        assertFalse(client.call(InferenceGrpc.SERVER_READY, ServerReadyRequest.getDefaultInstance()).getReady());
-        assertFalse(client.call(InferenceGrpc.MODEL_READY, ModelReadyRequest.newBuilder().setName("identity").build()).getReady());
-        assertTrue(client.call(InferenceGrpc.SERVER_LIVE, ServerLiveRequest.getDefaultInstance()).getLive());
+        assertFalse(client.serverReady(ServerReadyRequest.getDefaultInstance()).getReady());
+        assertFalse(client.modelReady(ModelReadyRequest.newBuilder().setName("identity").build()).getReady());
+        assertTrue(client.serverLive(ServerLiveRequest.getDefaultInstance()).getLive());
         backend.ready = true;
-        assertTrue(client.call(InferenceGrpc.SERVER_READY, ServerReadyRequest.getDefaultInstance()).getReady());
+        assertTrue(client.serverReady(ServerReadyRequest.getDefaultInstance()).getReady());
+    }
+
+    @Test
+    void extensionsNotServed_answerUnimplemented_andTheServerStillServes() {
+        assertEquals(Status.Code.UNIMPLEMENTED, code(() -> client.modelStatistics(ModelStatisticsRequest.getDefaultInstance())));
+        assertEquals(Status.Code.UNIMPLEMENTED, code(() -> client.systemSharedMemoryStatus(SystemSharedMemoryStatusRequest.getDefaultInstance())));
+        assertEquals(Status.Code.UNIMPLEMENTED, code(() -> client.cudaSharedMemoryRegister(CudaSharedMemoryRegisterRequest.getDefaultInstance())));
+        assertEquals(Status.Code.UNIMPLEMENTED, code(() -> client.traceSetting(TraceSettingRequest.getDefaultInstance())));
+        assertEquals(Status.Code.UNIMPLEMENTED, code(() -> client.logSettings(LogSettingsRequest.getDefaultInstance())));
+        assertTrue(client.serverLive(ServerLiveRequest.getDefaultInstance()).getLive());
     }
 
     @Test

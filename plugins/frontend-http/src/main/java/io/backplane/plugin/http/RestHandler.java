@@ -2,6 +2,8 @@ package io.backplane.plugin.http;
 
 import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.databind.JsonNode;
+import io.backplane.protocol.ModelVersions;
+import io.backplane.protocol.ProtocolErrors;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
@@ -43,7 +45,6 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -177,7 +178,7 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         long version = InferenceRequest.LATEST;
         int i = 3;
         if (n >= 5 && seg.get(3).equals("versions")) {
-            version = parseVersion(seg.get(4));
+            version = ModelVersions.parse(seg.get(4));
             i = 5;
         }
         String action = i == n ? "" : i == n - 1 ? seg.get(i) : null;
@@ -571,18 +572,6 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         return buf;
     }
 
-    private static long parseVersion(String s) {
-        try {
-            long v = Long.parseLong(s);
-            if (v >= 1) {
-                return v;
-            }
-        } catch (NumberFormatException e) {
-            // fall through to the error below
-        }
-        throw BackplaneException.invalid("model version '" + s + "' is invalid: versions are integers ≥ 1");
-    }
-
     private static void requireMethod(HttpMethod actual, HttpMethod expected, String path) {
         if (!actual.equals(expected)) {
             throw new MethodNotAllowed(path + " accepts " + expected + ", not " + actual);
@@ -602,24 +591,15 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         }
     }
 
+    /** The error answer for {@code t}: its {@link ProtocolErrors category}'s HTTP status and message. */
     static FullHttpResponse errorResponse(Throwable t, boolean keepAlive) {
-        Throwable e = t;
-        while (e instanceof CompletionException && e.getCause() != null) {
-            e = e.getCause();
-        }
-        if (e instanceof java.util.concurrent.CancellationException) {
-            return Responses.error(HttpResponseStatus.valueOf(ErrorCode.CANCELLED.httpStatus()), "the request was cancelled", keepAlive);
-        }
-        if (e instanceof MethodNotAllowed m) {
+        if (ProtocolErrors.unwrap(t) instanceof MethodNotAllowed m) {
             return Responses.error(HttpResponseStatus.METHOD_NOT_ALLOWED, String.valueOf(m.getMessage()), keepAlive);
         }
-        if (e instanceof BackplaneException b) {
-            return Responses.error(HttpResponseStatus.valueOf(b.code().httpStatus()), String.valueOf(b.getMessage()), keepAlive);
+        if (ProtocolErrors.isUnexpected(t)) {
+            log.warn("internal error serving an http request", ProtocolErrors.unwrap(t));
         }
-        if (e instanceof IllegalArgumentException || e instanceof ArithmeticException) {
-            return Responses.error(HttpResponseStatus.BAD_REQUEST, String.valueOf(e.getMessage()), keepAlive);
-        }
-        log.warn("internal error serving an http request", e);
-        return Responses.error(HttpResponseStatus.INTERNAL_SERVER_ERROR, "internal error: " + e, keepAlive);
+        BackplaneException b = ProtocolErrors.classify(t);
+        return Responses.error(HttpResponseStatus.valueOf(b.code().httpStatus()), String.valueOf(b.getMessage()), keepAlive);
     }
 }

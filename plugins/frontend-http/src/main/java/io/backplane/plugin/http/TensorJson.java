@@ -2,6 +2,7 @@ package io.backplane.plugin.http;
 
 import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.databind.JsonNode;
+import io.backplane.protocol.TensorFill;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
 import io.backplane.spi.Tensor;
@@ -47,13 +48,9 @@ final class TensorJson {
 
     /** Encodes JSON leaves as a tensor of {@code type} and {@code shape}. */
     static Tensor toTensor(String name, DataType type, long[] shape, List<JsonNode> values) {
-        long expected = Tensor.elementCount(name, shape);
-        if (expected != values.size()) {
-            throw BackplaneException.invalid("input '" + name + "': shape " + java.util.Arrays.toString(shape) + " needs " + expected
-                    + " elements but the data has " + values.size());
-        }
         int n = values.size();
         if (type == DataType.BYTES) {
+            TensorFill.requireElements(name, type, shape, n);
             List<byte[]> els = new ArrayList<>(n);
             for (int i = 0; i < n; i++) {
                 JsonNode v = values.get(i);
@@ -64,53 +61,35 @@ final class TensorJson {
             }
             return Tensor.ofBytes(name, shape, els);
         }
-        MemorySegment s = MemorySegment.ofArray(new byte[Math.multiplyExact(n, type.byteSize())]);
+        TensorFill fill = TensorFill.of(name, type, shape, n);
         for (int i = 0; i < n; i++) {
             JsonNode v = values.get(i);
             switch (type) {
                 case BOOL -> {
-                    boolean b;
                     if (v.isBoolean()) {
-                        b = v.booleanValue();
-                    } else if (v.isIntegralNumber() && (v.longValue() == 0 || v.longValue() == 1)) {
-                        b = v.longValue() == 1;
+                        fill.setBoolean(i, v.booleanValue());
+                    } else if (v.isIntegralNumber() && v.canConvertToLong()) {
+                        fill.setLong(i, v.longValue());
                     } else {
                         throw bad(name, type, i, v, "true or false");
                     }
-                    s.set(ValueLayout.JAVA_BYTE, i, (byte) (b ? 1 : 0));
                 }
-                case INT8 -> s.set(ValueLayout.JAVA_BYTE, i, (byte) integral(name, type, i, v, Byte.MIN_VALUE, Byte.MAX_VALUE));
-                case UINT8 -> s.set(ValueLayout.JAVA_BYTE, i, (byte) integral(name, type, i, v, 0, 255));
-                case INT16 -> s.setAtIndex(SHORT, i, (short) integral(name, type, i, v, Short.MIN_VALUE, Short.MAX_VALUE));
-                case UINT16 -> s.setAtIndex(SHORT, i, (short) integral(name, type, i, v, 0, 65535));
-                case INT32 -> s.setAtIndex(INT, i, (int) integral(name, type, i, v, Integer.MIN_VALUE, Integer.MAX_VALUE));
-                case UINT32 -> s.setAtIndex(INT, i, (int) integral(name, type, i, v, 0, 0xFFFF_FFFFL));
-                case INT64 -> s.setAtIndex(LONG, i, integral(name, type, i, v, Long.MIN_VALUE, Long.MAX_VALUE));
                 case UINT64 -> {
                     if (!v.isIntegralNumber() || v.bigIntegerValue().signum() < 0 || v.bigIntegerValue().bitLength() > 64) {
                         throw bad(name, type, i, v, "an integer in [0, 2^64)");
                     }
-                    s.setAtIndex(LONG, i, v.bigIntegerValue().longValue());
+                    fill.setUnsignedLong(i, v.bigIntegerValue().longValue());
                 }
-                case FP16 -> s.setAtIndex(SHORT, i, Float.floatToFloat16((float) real(name, type, i, v)));
-                case BF16 -> s.setAtIndex(SHORT, i, Tensor.toBf16Bits((float) real(name, type, i, v)));
-                case FP32 -> s.setAtIndex(FLOAT, i, (float) real(name, type, i, v));
-                case FP64 -> s.setAtIndex(DOUBLE, i, real(name, type, i, v));
-                case BYTES -> throw new AssertionError("handled above");
+                case FP16, BF16, FP32, FP64 -> fill.setDouble(i, real(name, type, i, v));
+                default -> {
+                    if (!v.isIntegralNumber() || !v.canConvertToLong()) {
+                        throw bad(name, type, i, v, "an integer");
+                    }
+                    fill.setLong(i, v.longValue());
+                }
             }
         }
-        return Tensor.of(name, type, shape, s);
-    }
-
-    private static long integral(String name, DataType type, int i, JsonNode v, long min, long max) {
-        if (!v.isIntegralNumber() || !v.canConvertToLong()) {
-            throw bad(name, type, i, v, "an integer in [" + min + ", " + max + "]");
-        }
-        long x = v.longValue();
-        if (x < min || x > max) {
-            throw bad(name, type, i, v, "an integer in [" + min + ", " + max + "]");
-        }
-        return x;
+        return fill.build();
     }
 
     private static double real(String name, DataType type, int i, JsonNode v) {

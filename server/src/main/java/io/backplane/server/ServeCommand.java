@@ -1,0 +1,316 @@
+package io.backplane.server;
+
+import static java.util.Objects.requireNonNull;
+
+import io.backplane.core.BackplaneHost;
+import io.backplane.core.ModelControlMode;
+import io.backplane.server.Converters.PluginOption;
+import io.backplane.spi.host.FrontendFactory;
+import io.backplane.spi.host.ModelStatus;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Consumer;
+import java.util.function.UnaryOperator;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code backplane serve}: builds a {@link BackplaneHost} from Triton-like options, starts every
+ * installed frontend whose port is not disabled, logs where each serves, and runs until SIGTERM
+ * (or {@link Server#close()}), then closes the frontends and the host within
+ * {@code --exit-timeout-secs}.
+ */
+@Command(name = "serve", mixinStandardHelpOptions = true, sortOptions = false, usageHelpAutoWidth = true,
+        description = {"Serves a model repository over the installed frontends (Open Inference Protocol REST and gRPC, metrics).",
+                "Without --model-repository it serves ./samples/models, or the samples bundled with the distribution."},
+        footer = {"", "Exit codes: 0 after a clean shutdown (SIGTERM drains within --exit-timeout-secs), 1 if the server failed, 2 for bad options."})
+final class ServeCommand implements Callable<Integer> {
+    private static final Logger log = LoggerFactory.getLogger(ServeCommand.class);
+    static final Path SAMPLES = Path.of("samples", "models");
+
+    @Spec
+    private CommandSpec spec;
+
+    @Option(names = {"--model-repository", "--model-store"}, paramLabel = "<dir>", description = "A model repository in Triton's layout; repeatable (--model-store: Triton's older name).")
+    List<Path> modelRepositories = new ArrayList<>();
+
+    @Option(names = "--model-control-mode", paramLabel = "none|explicit|poll",
+            description = "none: load every model at start; explicit: load what --load-model names, then on request; poll: like none, then rescan. "
+                    + "Default: explicit with --load-model, else none.")
+    @Nullable ModelControlMode controlMode;
+
+    @Option(names = "--load-model", paramLabel = "<model>", description = "A model to load at start (explicit mode); repeatable.")
+    List<String> loadModels = new ArrayList<>();
+
+    @Option(names = "--repository-poll-secs", paramLabel = "<s>", defaultValue = "15", converter = Converters.PositiveSeconds.class,
+            description = "How often poll mode rescans the repositories (default: ${DEFAULT-VALUE}).")
+    int pollSecs;
+
+    @Option(names = "--http-port", paramLabel = "<port>", defaultValue = "8000", converter = Converters.Port.class,
+            description = "Port of the 'http' frontend (default: ${DEFAULT-VALUE}); 0 picks a free one, -1 disables it.")
+    int httpPort;
+
+    @Option(names = "--grpc-port", paramLabel = "<port>", defaultValue = "8001", converter = Converters.Port.class,
+            description = "Port of the 'grpc' frontend (default: ${DEFAULT-VALUE}); 0 picks a free one, -1 disables it.")
+    int grpcPort;
+
+    @Option(names = "--metrics-port", paramLabel = "<port>", defaultValue = "8002", converter = Converters.Port.class,
+            description = "Port of the 'metrics' frontend (default: ${DEFAULT-VALUE}); 0 picks a free one, -1 disables it.")
+    int metricsPort;
+
+    @Option(names = "--http-address", paramLabel = "<addr>", defaultValue = "0.0.0.0", description = "Address the 'http' frontend binds (default: ${DEFAULT-VALUE}).")
+    String httpAddress = "0.0.0.0";
+
+    @Option(names = "--grpc-address", paramLabel = "<addr>", defaultValue = "0.0.0.0", description = "Address the 'grpc' frontend binds (default: ${DEFAULT-VALUE}).")
+    String grpcAddress = "0.0.0.0";
+
+    @Option(names = "--metrics-address", paramLabel = "<addr>", defaultValue = "0.0.0.0", description = "Address the 'metrics' frontend binds (default: ${DEFAULT-VALUE}).")
+    String metricsAddress = "0.0.0.0";
+
+    @Option(names = "--allow-http", paramLabel = "<bool>", arity = "0..1", defaultValue = "true", fallbackValue = "true",
+            description = "Start the 'http' frontend (default: ${DEFAULT-VALUE}).")
+    boolean allowHttp;
+
+    @Option(names = "--allow-grpc", paramLabel = "<bool>", arity = "0..1", defaultValue = "true", fallbackValue = "true",
+            description = "Start the 'grpc' frontend (default: ${DEFAULT-VALUE}).")
+    boolean allowGrpc;
+
+    @Option(names = "--allow-metrics", paramLabel = "<bool>", arity = "0..1", defaultValue = "true", fallbackValue = "true",
+            description = "Start the 'metrics' frontend (default: ${DEFAULT-VALUE}).")
+    boolean allowMetrics;
+
+    @Option(names = "--frontend-config", paramLabel = "<frontend>,<key>=<value>", converter = Converters.PluginSetting.class,
+            description = "An option for one frontend, e.g. http,port=9090; port=-1 disables it; repeatable.")
+    List<PluginOption> frontendConfig = new ArrayList<>();
+
+    @Option(names = "--backend-directory", paramLabel = "<dir>",
+            description = "Folder with one sub-folder of jars per backend or plugin, each loaded in its own class loader "
+                    + "(default: <distribution>/backends when run from the distribution).")
+    @Nullable Path backendDirectory;
+
+    @Option(names = "--backend-config", paramLabel = "<backend>,<key>=<value>", converter = Converters.PluginSetting.class,
+            description = "An option for one backend, e.g. python,shm-default-byte-size=1048576; repeatable.")
+    List<PluginOption> backendConfig = new ArrayList<>();
+
+    @Option(names = "--exit-timeout-secs", paramLabel = "<s>", defaultValue = "30", converter = Converters.Seconds.class,
+            description = "On shutdown, how long open requests may take before they are failed; also the unload timeout (default: ${DEFAULT-VALUE}).")
+    int exitTimeoutSecs;
+
+    @Option(names = "--log-verbose", paramLabel = "<level>", arity = "0..1", defaultValue = "0", fallbackValue = "1",
+            description = "1 (or no value): io.backplane logs at DEBUG; 2 and more: TRACE.")
+    int logVerbose;
+
+    private final Path workingDirectory;
+    private final @Nullable Path home;
+    private final UnaryOperator<BackplaneHost.Builder> customize;
+    private final Consumer<? super Server> onStarted;
+
+    ServeCommand(Path workingDirectory, @Nullable Path home, UnaryOperator<BackplaneHost.Builder> customize, Consumer<? super Server> onStarted) {
+        this.workingDirectory = requireNonNull(workingDirectory, "workingDirectory is null");
+        this.home = home;
+        this.customize = requireNonNull(customize, "customize is null");
+        this.onStarted = requireNonNull(onStarted, "onStarted is null");
+    }
+
+    @Override
+    public Integer call() {
+        List<Path> repositories = repositories();
+        Path backends = backendsDirectory();
+        ModelControlMode mode = controlMode();
+        try (LogLevels.Restore _ = LogLevels.verbose("io.backplane", logVerbose)) {
+            return serve(repositories, backends, mode);
+        }
+    }
+
+    private int serve(List<Path> repositories, @Nullable Path backends, ModelControlMode mode) {
+        long t0 = System.nanoTime();
+        BackplaneHost.Builder builder = BackplaneHost.builder()
+                .modelControlMode(mode)
+                .pollInterval(Duration.ofSeconds(pollSecs))
+                .unloadTimeout(exitTimeoutSecs == 0 ? Duration.ofMillis(1) : Duration.ofSeconds(exitTimeoutSecs));
+        repositories.forEach(builder::modelRepository);
+        loadModels.forEach(builder::loadModel);
+        if (backends != null) {
+            builder.backendsDirectory(backends);
+        }
+        for (PluginOption o : backendConfig) {
+            builder.backendOption(o.name(), o.key(), o.value());
+        }
+        log.info("Backplane {} starting: model repositories {}, model control mode {}, backends directory {}", BackplaneHost.VERSION, repositories,
+                mode.name().toLowerCase(Locale.ROOT), backends == null ? "(none)" : backends);
+        // The hook is in place before anything starts: a SIGTERM while models load waits for the
+        // start to finish (up to the exit timeout), then closes what started.
+        CountDownLatch startupDone = new CountDownLatch(1);
+        AtomicReference<@Nullable Server> running = new AtomicReference<>();
+        Thread hook = Thread.ofPlatform().name("backplane-shutdown").unstarted(() -> {
+            try {
+                if (!startupDone.await(exitTimeoutSecs + 10L, TimeUnit.SECONDS)) {
+                    log.warn("shutdown requested while still starting after {} s; exiting without draining", exitTimeoutSecs + 10L);
+                    return;
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+            Server s = running.get();
+            if (s != null) {
+                s.close();
+            }
+        });
+        Runtime.getRuntime().addShutdownHook(hook);
+        try {
+            Server server;
+            try {
+                BackplaneHost host = requireNonNull(customize.apply(builder), "customize returned null").build();
+                server = Server.start(host, frontends(host.frontendFactories()));
+                running.set(server);
+            } finally {
+                startupDone.countDown();
+            }
+            try {
+                logStarted(server, t0);
+                onStarted.accept(server);
+                server.awaitClosed();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                server.close();
+            } catch (RuntimeException | Error e) {
+                server.close();
+                throw e;
+            }
+        } finally {
+            try {
+                Runtime.getRuntime().removeShutdownHook(hook);
+            } catch (IllegalStateException e) {
+                // the JVM is shutting down (SIGTERM): the hook is running or has run
+            }
+        }
+        return 0;
+    }
+
+    private static void logStarted(Server server, long t0) {
+        List<String> models = new ArrayList<>();
+        for (ModelStatus s : server.host().repositoryIndex()) {
+            models.add(s.name() + (s.version() > 0 ? " v" + s.version() : "") + " " + s.state() + (s.reason() == null || s.reason().isEmpty() ? "" : " (" + s.reason() + ")"));
+        }
+        log.info("models: {}", models.isEmpty() ? "none" : String.join(", ", models));
+        Map<String, String> endpoints = server.endpoints();
+        log.info("Backplane {} started in {} ms; endpoints: {}", BackplaneHost.VERSION, (System.nanoTime() - t0) / 1_000_000,
+                endpoints.isEmpty() ? "none" : endpoints);
+    }
+
+    // ---- options to host and frontend settings ----
+
+    private List<Path> repositories() {
+        if (!modelRepositories.isEmpty()) {
+            List<Path> out = new ArrayList<>();
+            for (Path p : modelRepositories) {
+                Path abs = workingDirectory.resolve(p).normalize();
+                if (!Files.isDirectory(abs)) {
+                    throw new ParameterException(spec.commandLine(), "Invalid value for option '--model-repository': '" + p + "' is not a directory");
+                }
+                out.add(abs);
+            }
+            return out;
+        }
+        Path local = workingDirectory.resolve(SAMPLES);
+        if (Files.isDirectory(local)) {
+            return List.of(local);
+        }
+        if (home != null && Files.isDirectory(home.resolve(SAMPLES))) {
+            return List.of(home.resolve(SAMPLES));
+        }
+        throw new ParameterException(spec.commandLine(), "Missing option '--model-repository': there is no " + SAMPLES + " in " + workingDirectory
+                + (home == null ? "" : " nor in " + home) + " to serve by default");
+    }
+
+    private @Nullable Path backendsDirectory() {
+        if (backendDirectory != null) {
+            Path abs = workingDirectory.resolve(backendDirectory).normalize();
+            if (!Files.isDirectory(abs)) {
+                throw new ParameterException(spec.commandLine(), "Invalid value for option '--backend-directory': '" + backendDirectory + "' is not a directory");
+            }
+            return abs;
+        }
+        if (home != null && Files.isDirectory(home.resolve("backends"))) {
+            return home.resolve("backends");
+        }
+        return null;
+    }
+
+    private ModelControlMode controlMode() {
+        if (controlMode == null) {
+            return loadModels.isEmpty() ? ModelControlMode.NONE : ModelControlMode.EXPLICIT;
+        }
+        if (controlMode != ModelControlMode.EXPLICIT && !loadModels.isEmpty()) {
+            throw new ParameterException(spec.commandLine(), "Option '--load-model' needs '--model-control-mode explicit', not '"
+                    + controlMode.name().toLowerCase(Locale.ROOT) + "' (in that mode every model in the repository is loaded)");
+        }
+        return controlMode;
+    }
+
+    private record Builtin(int port, String address, boolean allowed, String flag) {
+    }
+
+    /** The frontends to start, with their options; a frontend with port -1 (or not allowed) is left out. */
+    List<Server.FrontendSpec> frontends(Map<String, FrontendFactory> installed) {
+        Map<String, Builtin> builtins = Map.of(
+                "http", new Builtin(httpPort, httpAddress, allowHttp, "http"),
+                "grpc", new Builtin(grpcPort, grpcAddress, allowGrpc, "grpc"),
+                "metrics", new Builtin(metricsPort, metricsAddress, allowMetrics, "metrics"));
+        Map<String, Map<String, String>> extra = new LinkedHashMap<>();
+        for (PluginOption o : frontendConfig) {
+            extra.computeIfAbsent(o.name(), n -> new LinkedHashMap<>()).put(o.key(), o.value());
+        }
+        for (String name : extra.keySet()) {
+            if (!installed.containsKey(name)) {
+                log.warn("--frontend-config names frontend '{}', which is not installed; installed frontends: {}", name, installed.keySet());
+            }
+        }
+        if (installed.isEmpty()) {
+            log.warn("no frontend is installed: nothing will serve requests. Frontends are FrontendFactory plugins in lib/ or in the backends directory");
+        }
+        for (String name : List.of("http", "grpc", "metrics")) {
+            if (!installed.containsKey(name)) {
+                log.info("no '{}' frontend is installed; its options are ignored", name);
+            }
+        }
+        List<Server.FrontendSpec> out = new ArrayList<>();
+        for (Map.Entry<String, FrontendFactory> e : installed.entrySet()) {
+            String name = e.getKey();
+            Map<String, String> options = new LinkedHashMap<>();
+            Builtin b = builtins.get(name);
+            if (b != null) {
+                if (!b.allowed()) {
+                    log.info("frontend '{}' is disabled by --allow-{}=false", name, b.flag());
+                    continue;
+                }
+                options.put("port", Integer.toString(b.port()));
+                options.put("host", b.address());
+            }
+            options.putAll(extra.getOrDefault(name, Map.of()));
+            if ("-1".equals(options.get("port"))) {
+                log.info("frontend '{}' is disabled (port -1)", name);
+                continue;
+            }
+            out.add(new Server.FrontendSpec(name, e.getValue(), options));
+        }
+        return out;
+    }
+}

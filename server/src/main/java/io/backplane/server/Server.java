@@ -1,0 +1,158 @@
+package io.backplane.server;
+
+import static java.util.Objects.requireNonNull;
+
+import io.backplane.core.BackplaneHost;
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.ErrorCode;
+import io.backplane.spi.host.Frontend;
+import io.backplane.spi.host.FrontendContext;
+import io.backplane.spi.host.FrontendFactory;
+import io.backplane.spi.host.InferenceService;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A running server: a {@link BackplaneHost} and the frontends that serve it. {@link #close()}
+ * closes the frontends first (newest first), so no new work arrives, then the host, which
+ * drains or fails every open request within its unload timeout (L7, L10).
+ *
+ * <p>Thread-safe. {@link #close()} may be called from several threads (a shutdown hook and a
+ * test, say): the first does the work, the others wait until it is done.
+ */
+public final class Server implements AutoCloseable {
+    private static final Logger log = LoggerFactory.getLogger(Server.class);
+
+    /** A frontend to start: its factory and its options. */
+    public record FrontendSpec(String name, FrontendFactory factory, Map<String, String> options) {
+        public FrontendSpec {
+            requireNonNull(name, "name is null");
+            requireNonNull(factory, "factory is null");
+            options = Map.copyOf(options);
+        }
+    }
+
+    private record Running(String name, Frontend frontend, String endpoint) {
+    }
+
+    private record Context(InferenceService service, Map<String, String> options) implements FrontendContext {
+    }
+
+    private final BackplaneHost host;
+    private final List<Running> frontends;
+    private final AtomicBoolean closing = new AtomicBoolean();
+    private final CountDownLatch closed = new CountDownLatch(1);
+
+    private Server(BackplaneHost host, List<Running> frontends) {
+        this.host = host;
+        this.frontends = List.copyOf(frontends);
+    }
+
+    /**
+     * Creates and starts each frontend in order. If one fails, those already started are
+     * closed, then the host, and the failure is thrown: nothing is left running.
+     */
+    public static Server start(BackplaneHost host, List<FrontendSpec> specs) {
+        requireNonNull(host, "host is null");
+        List<Running> started = new ArrayList<>();
+        try {
+            for (FrontendSpec spec : specs) {
+                Frontend f;
+                try {
+                    f = requireNonNull(spec.factory().create(new Context(host, spec.options())), "frontend factory returned null");
+                } catch (Exception | LinkageError e) {
+                    throw new BackplaneException(ErrorCode.INTERNAL, "frontend '" + spec.name() + "' could not be created with options "
+                            + spec.options() + ": " + Main.Failures.describe(e), e);
+                }
+                try {
+                    f.start();
+                } catch (Exception | LinkageError e) {
+                    closeQuietly(spec.name(), f);
+                    throw new BackplaneException(ErrorCode.UNAVAILABLE, "frontend '" + spec.name() + "' failed to start with options " + spec.options()
+                            + ": " + Main.Failures.describe(e) + (spec.options().containsKey("port") ? " (is the port in use? 0 picks a free one)" : ""), e);
+                }
+                String endpoint = f.endpoint();
+                started.add(new Running(spec.name(), f, endpoint));
+                log.info("frontend '{}' serving at {}", spec.name(), endpoint);
+            }
+        } catch (RuntimeException e) {
+            for (int i = started.size() - 1; i >= 0; i--) {
+                closeQuietly(started.get(i).name(), started.get(i).frontend());
+            }
+            try {
+                host.close();
+            } catch (RuntimeException suppressed) {
+                e.addSuppressed(suppressed);
+            }
+            throw e;
+        }
+        return new Server(host, started);
+    }
+
+    private static void closeQuietly(String name, Frontend f) {
+        try {
+            f.close();
+        } catch (Throwable t) {
+            log.warn("frontend '{}' failed to close", name, t);
+        }
+    }
+
+    public BackplaneHost host() {
+        return host;
+    }
+
+    /** The started frontends' endpoints by name, in start order (bound ports, when 0 was asked). */
+    public Map<String, String> endpoints() {
+        Map<String, String> out = new LinkedHashMap<>();
+        for (Running r : frontends) {
+            out.put(r.name(), r.endpoint());
+        }
+        return out;
+    }
+
+    /** Whether {@link #close()} has finished. */
+    public boolean isClosed() {
+        return closed.getCount() == 0;
+    }
+
+    /** Blocks until the server is closed (by {@link #close()}, e.g. from the SIGTERM hook). */
+    public void awaitClosed() throws InterruptedException {
+        closed.await();
+    }
+
+    /** Closes the frontends (newest first), then the host. Idempotent; later callers wait for the first. */
+    @Override
+    public void close() {
+        if (!closing.compareAndSet(false, true)) {
+            try {
+                closed.await();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            return;
+        }
+        long t0 = System.nanoTime();
+        try {
+            log.info("shutting down: closing {} frontend(s), then the host", frontends.size());
+            for (int i = frontends.size() - 1; i >= 0; i--) {
+                Running r = frontends.get(i);
+                closeQuietly(r.name(), r.frontend());
+                log.debug("frontend '{}' closed", r.name());
+            }
+            try {
+                host.close();
+            } catch (RuntimeException e) {
+                log.error("the host did not close cleanly", e);
+            }
+            log.info("stopped in {} ms", (System.nanoTime() - t0) / 1_000_000);
+        } finally {
+            closed.countDown();
+        }
+    }
+}

@@ -1,0 +1,191 @@
+package io.backplane.server;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.backplane.core.ModelControlMode;
+import io.backplane.server.Converters.PluginOption;
+import io.backplane.spi.host.FrontendFactory;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import picocli.CommandLine;
+
+/** Option parsing of {@code backplane} and {@code backplane serve}: bad values fail with exit code 2 and a message naming the option. */
+class CliOptionsTest {
+    @TempDir
+    Path dir;
+
+    private final StringWriter out = new StringWriter();
+    private final StringWriter err = new StringWriter();
+
+    private CommandLine cli(Path workingDirectory, Path home) {
+        CommandLine cl = Main.commandLine(workingDirectory, home, s -> {
+            throw new AssertionError("no server may start in an option test");
+        });
+        cl.setOut(new PrintWriter(out, true));
+        cl.setErr(new PrintWriter(err, true));
+        return cl;
+    }
+
+    private CommandLine cli() {
+        return cli(dir, null);
+    }
+
+    private ServeCommand parseServe(String... args) {
+        CommandLine cl = cli();
+        String[] all = new String[args.length + 1];
+        all[0] = "serve";
+        System.arraycopy(args, 0, all, 1, args.length);
+        cl.parseArgs(all);
+        return cl.getSubcommands().get("serve").getCommand();
+    }
+
+    @ParameterizedTest(name = "{0} {1}")
+    @CsvSource(delimiter = '|', value = {
+        "--http-port            | abc        | Invalid value for option '--http-port': 'abc' is not a port number",
+        "--grpc-port            | 70000      | Invalid value for option '--grpc-port': '70000' is not a port",
+        "--metrics-port         | -2         | Invalid value for option '--metrics-port': '-2' is not a port",
+        "--model-control-mode   | sometimes  | Invalid value for option '--model-control-mode'",
+        "--backend-config       | python     | Invalid value for option '--backend-config' (<backend>,<key>=<value>): 'python' is not <name>,<key>=<value>",
+        "--backend-config       | python,=1  | Invalid value for option '--backend-config'",
+        "--frontend-config      | http;port  | Invalid value for option '--frontend-config'",
+        "--exit-timeout-secs    | -3         | Invalid value for option '--exit-timeout-secs': '-3' is negative",
+        "--exit-timeout-secs    | soon       | Invalid value for option '--exit-timeout-secs': 'soon' is not a number of seconds",
+        "--repository-poll-secs | 0          | Invalid value for option '--repository-poll-secs': '0' must be at least 1",
+        "--log-verbose          | loud       | Invalid value for option '--log-verbose'",
+    })
+    void serve_badValue_exitCode2_messageNamesOption(String option, String value, String message) {
+        int code = cli().execute("serve", option, value);
+        assertEquals(2, code, err.toString());
+        assertTrue(err.toString().contains(message), "expected <" + message + "> in:\n" + err);
+        assertTrue(err.toString().contains("Try 'backplane serve --help' for more information."), err.toString());
+    }
+
+    @Test
+    void serve_unknownOption_exitCode2_namesIt() {
+        assertEquals(2, cli().execute("serve", "--model-stor", "x"));
+        assertTrue(err.toString().contains("Unknown options: '--model-stor'"), err.toString());
+    }
+
+    @Test
+    void serve_badBoolean_exitCode2_namesOption() {
+        assertEquals(2, cli().execute("serve", "--allow-grpc=maybe"));
+        assertTrue(err.toString().contains("Invalid value for option '--allow-grpc'"), err.toString());
+    }
+
+    @Test
+    void serve_missingRepositoryDirectory_exitCode2_namesOption() {
+        assertEquals(2, cli().execute("serve", "--model-repository", "no/such/dir"));
+        assertTrue(err.toString().contains("Invalid value for option '--model-repository': 'no/such/dir' is not a directory"), err.toString());
+    }
+
+    @Test
+    void serve_missingBackendDirectory_exitCode2_namesOption() throws IOException {
+        Files.createDirectories(dir.resolve("repo"));
+        assertEquals(2, cli().execute("serve", "--model-repository", "repo", "--backend-directory", "nowhere"));
+        assertTrue(err.toString().contains("Invalid value for option '--backend-directory': 'nowhere' is not a directory"), err.toString());
+    }
+
+    @Test
+    void serve_noRepositoryAndNoSamples_exitCode2_saysWhatWasLookedFor() {
+        assertEquals(2, cli().execute("serve"));
+        assertTrue(err.toString().contains("Missing option '--model-repository'"), err.toString());
+        assertTrue(err.toString().contains(ServeCommand.SAMPLES.toString()), err.toString());
+    }
+
+    @Test
+    void serve_loadModelInPollMode_exitCode2_namesBothOptions() throws IOException {
+        Files.createDirectories(dir.resolve("repo"));
+        assertEquals(2, cli().execute("serve", "--model-repository", "repo", "--model-control-mode", "poll", "--load-model", "a"));
+        assertTrue(err.toString().contains("Option '--load-model' needs '--model-control-mode explicit', not 'poll'"), err.toString());
+    }
+
+    @Test
+    void noCommand_exitCode2_saysWhatToRun() {
+        assertEquals(2, cli().execute());
+        assertTrue(err.toString().contains("Missing command"), err.toString());
+    }
+
+    @Test
+    void help_listsCommands_andServeHelpListsEveryOption() {
+        assertEquals(0, cli().execute("--help"));
+        assertTrue(out.toString().contains("serve") && out.toString().contains("bench"), out.toString());
+        assertEquals(0, cli().execute("serve", "--help"));
+        for (String o : List.of("--model-repository", "--model-control-mode", "--load-model", "--repository-poll-secs", "--http-port", "--grpc-port",
+                "--metrics-port", "--backend-directory", "--backend-config", "--exit-timeout-secs", "--log-verbose")) {
+            assertTrue(out.toString().contains(o), o + " missing from serve --help:\n" + out);
+        }
+        assertTrue(out.toString().contains("default: 8000"), out.toString());
+    }
+
+    @Test
+    void version_printsBackplaneVersion() {
+        assertEquals(0, cli().execute("--version"));
+        assertTrue(out.toString().startsWith("backplane "), out.toString());
+    }
+
+    @Test
+    void serve_defaults_areTritonLike() {
+        ServeCommand s = parseServe();
+        assertEquals(8000, s.httpPort);
+        assertEquals(8001, s.grpcPort);
+        assertEquals(8002, s.metricsPort);
+        assertEquals(30, s.exitTimeoutSecs);
+        assertEquals(15, s.pollSecs);
+        assertEquals(0, s.logVerbose);
+        assertNull(s.controlMode);
+        assertTrue(s.allowHttp && s.allowGrpc && s.allowMetrics);
+    }
+
+    @Test
+    void serve_repeatableAndCaseInsensitiveOptions_parse() {
+        ServeCommand s = parseServe("--model-repository", "a", "--model-repository=b", "--model-store", "c", "--model-control-mode", "EXPLICIT", "--load-model", "m1",
+                "--load-model=m2", "--backend-config=python,shm-default-byte-size=1048576", "--backend-config", "cpu,opt=a=b", "--log-verbose",
+                "--http-port", "0", "--grpc-port", "-1", "--allow-metrics=false", "--exit-timeout-secs", "0");
+        assertEquals(List.of(Path.of("a"), Path.of("b"), Path.of("c")), s.modelRepositories);
+        assertEquals(ModelControlMode.EXPLICIT, s.controlMode);
+        assertEquals(List.of("m1", "m2"), s.loadModels);
+        assertEquals(List.of(new PluginOption("python", "shm-default-byte-size", "1048576"), new PluginOption("cpu", "opt", "a=b")), s.backendConfig);
+        assertEquals(1, s.logVerbose);
+        assertEquals(0, s.httpPort);
+        assertEquals(-1, s.grpcPort);
+        assertEquals(false, s.allowMetrics);
+        assertEquals(0, s.exitTimeoutSecs);
+    }
+
+    @Test
+    void frontends_portsAddressesAndDisabling_mapToFrontendOptions() {
+        ServeCommand s = parseServe("--http-port", "0", "--http-address", "127.0.0.1", "--grpc-port", "-1", "--allow-metrics=false",
+                "--frontend-config", "http,threads=4", "--frontend-config", "other,port=7000", "--frontend-config", "off,port=-1");
+        FrontendFactory any = new FakeFrontends.Http();
+        Map<String, FrontendFactory> installed = new LinkedHashMap<>();
+        for (String n : List.of("http", "grpc", "metrics", "other", "off")) {
+            installed.put(n, any);
+        }
+        List<Server.FrontendSpec> specs = s.frontends(installed);
+        assertEquals(List.of("http", "other"), specs.stream().map(Server.FrontendSpec::name).toList());
+        assertEquals(Map.of("port", "0", "host", "127.0.0.1", "threads", "4"), specs.get(0).options());
+        assertEquals(Map.of("port", "7000"), specs.get(1).options());
+    }
+
+    @Test
+    void frontends_defaults_startHttpGrpcMetricsOnTritonPorts() {
+        ServeCommand s = parseServe();
+        FrontendFactory any = new FakeFrontends.Http();
+        List<Server.FrontendSpec> specs = s.frontends(Map.of("metrics", any, "grpc", any, "http", any));
+        Map<String, String> ports = new LinkedHashMap<>();
+        specs.forEach(f -> ports.put(f.name(), f.options().get("port")));
+        assertEquals(Map.of("http", "8000", "grpc", "8001", "metrics", "8002"), ports);
+    }
+}
