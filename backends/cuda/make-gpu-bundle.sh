@@ -3,7 +3,8 @@
 # NVIDIA driver and nothing else (no JDK, no Maven):
 #   runtime/   a jlink-ed Java 25 runtime (the modules jdeps finds the jars need)
 #   lib/       the backend's jars (backplane-spi, backplane-backend-cuda), the core it is served by
-#              (backplane-core and its dependencies, backplane-testkit for the ModelHarness), the
+#              (backplane-core, backplane-protocol and their dependencies, backplane-testkit for the
+#              ModelHarness), the
 #              module's test classes (GpuSelfTest lives there), slf4j-simple
 #   models/    the sample model saxpy_cuda (config.pbtxt, saxpy.ptx)
 #   gpu-test.sh, cupy_reference.py
@@ -24,7 +25,8 @@ cd "$root"
 # copy-dependencies runs in every reactor module: the union of their runtime dependencies.
 ./mvnw -q -B -pl backends/cuda -am package dependency:copy-dependencies -DskipTests -DincludeScope=runtime \
   -DexcludeGroupIds=io.backplane,org.junit.jupiter,org.junit.platform,org.opentest4j,org.apiguardian -DoutputDirectory="$bundle/lib"
-cp "$root"/spi/target/backplane-spi-*.jar "$root"/core/target/backplane-core-*.jar "$root"/testkit/target/backplane-testkit-*.jar \
+cp "$root"/spi/target/backplane-spi-*.jar "$root"/protocol/target/backplane-protocol-*.jar "$root"/core/target/backplane-core-*.jar \
+  "$root"/testkit/target/backplane-testkit-*.jar \
   "$module"/target/backplane-backend-cuda-*.jar "$bundle/lib/"
 rm -f "$bundle"/lib/*-tests.jar "$bundle"/lib/*-sources.jar
 "$jdk/bin/jar" --create --file "$bundle/lib/backplane-backend-cuda-gpu-self-test.jar" -C "$module/target/test-classes" .
