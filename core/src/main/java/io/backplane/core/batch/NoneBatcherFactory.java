@@ -1,5 +1,6 @@
 package io.backplane.core.batch;
 
+import io.backplane.core.internal.Spin;
 import io.backplane.spi.batch.Batcher;
 import io.backplane.spi.batch.BatcherContext;
 import io.backplane.spi.batch.BatcherFactory;
@@ -26,11 +27,19 @@ public final class NoneBatcherFactory implements BatcherFactory {
         return new NoneBatcher(context.instanceCount());
     }
 
+    /**
+     * A FIFO queue. A worker that just took a request spins briefly ({@link Spin}) for the next one
+     * before it parks, so a steady caller's request is handed over without a thread wake-up; a
+     * worker whose wait timed out parks at once next time, so an idle model uses no CPU.
+     */
     private static final class NoneBatcher implements Batcher {
         private static final ScheduledRequest CLOSED = new Poison();
         private final LinkedBlockingQueue<ScheduledRequest> queue = new LinkedBlockingQueue<>();
+        private final Spin spin = new Spin(50, TimeUnit.MICROSECONDS);
         private final int workers;
         private volatile boolean closed;
+        /** A worker took a request lately: the next wait spins first. */
+        private volatile boolean busy;
 
         NoneBatcher(int workers) {
             this.workers = workers;
@@ -44,11 +53,19 @@ public final class NoneBatcherFactory implements BatcherFactory {
         @Override
         public List<ScheduledRequest> nextBatch(int maxBatchSize, long timeout, TimeUnit unit) throws InterruptedException {
             while (!closed) {
-                ScheduledRequest r = queue.poll(timeout, unit);
+                ScheduledRequest r = queue.poll();
+                if (r == null && busy && spin.await(() -> !queue.isEmpty() || closed)) {
+                    r = queue.poll();
+                }
+                if (r == null) {
+                    r = queue.poll(timeout, unit);
+                }
                 if (r == null || r == CLOSED) {
+                    busy = false;
                     return List.of();
                 }
                 if (!r.sender().isClosed()) {
+                    busy = true;
                     return List.of(r);
                 }
             }

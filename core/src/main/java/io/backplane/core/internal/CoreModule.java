@@ -36,10 +36,8 @@ public final class CoreModule extends AbstractModule {
     @Provides
     @Singleton
     HostContext hostContext() {
-        HostContext context = new HostContext(options.ticker(), options.unloadTimeout(), options.restartBackoffMin(), options.restartBackoffMax(),
-                options.listeners());
-        context.callerRuns(options.callerRuns());
-        return context;
+        return new HostContext(options.ticker(), options.unloadTimeout(), options.restartBackoffMin(), options.restartBackoffMax(),
+                options.listeners(), options.callerRuns());
     }
 
     @Provides

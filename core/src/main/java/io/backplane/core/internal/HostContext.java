@@ -2,19 +2,23 @@ package io.backplane.core.internal;
 
 import static java.util.Objects.requireNonNull;
 
-import io.backplane.spi.host.HostListener;
 import io.backplane.spi.Ticker;
+import io.backplane.spi.host.HostListener;
 import java.time.Duration;
 import java.util.List;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Host-wide state shared by every model version: the request id counter (B7), the clock, the
- * listeners and the lifecycle options.
+ * Host-wide state shared by every model version, fixed when the host is built: the clock, the
+ * lifecycle options and the host's services — the request id counter (B7), the listeners, the
+ * watchdog timer and the count of suppressed second releases (L4).
+ *
+ * <p>Immutable: every field is final and set by the constructor. What changes while the host
+ * runs lives in thread-safe services the fields point to (a counter, {@link Listeners},
+ * {@link Watchdog}); no setter changes a host option after models loaded with it.
  */
 public final class HostContext {
     private static final Logger log = LoggerFactory.getLogger(HostContext.class);
@@ -22,20 +26,21 @@ public final class HostContext {
     private final AtomicLong requestIds = new AtomicLong();
     private final LongAdder duplicateReleases = new LongAdder();
     private final Ticker ticker;
-    private final List<HostListener> listeners = new CopyOnWriteArrayList<>();
-    private final HostListener listener;
+    private final Listeners listeners;
+    private final Watchdog watchdog = new Watchdog();
     private final Duration unloadTimeout;
     private final Duration restartBackoffMin;
     private final Duration restartBackoffMax;
-    private volatile boolean callerRuns;
+    private final boolean callerRuns;
 
-    public HostContext(Ticker ticker, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax, List<HostListener> initial) {
+    public HostContext(Ticker ticker, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax, List<HostListener> initial,
+            boolean callerRuns) {
         this.ticker = requireNonNull(ticker, "ticker is null");
         this.unloadTimeout = requireNonNull(unloadTimeout, "unloadTimeout is null");
         this.restartBackoffMin = requireNonNull(restartBackoffMin, "restartBackoffMin is null");
         this.restartBackoffMax = requireNonNull(restartBackoffMax, "restartBackoffMax is null");
-        this.listeners.addAll(initial);
-        this.listener = new FanOut(listeners);
+        this.listeners = new Listeners(initial);
+        this.callerRuns = callerRuns;
     }
 
     public long nextRequestId() {
@@ -48,11 +53,11 @@ public final class HostContext {
 
     /** The listener that fans out to every registered one, guarding each. */
     public HostListener listener() {
-        return listener;
+        return listeners;
     }
 
     public void addListener(HostListener l) {
-        listeners.add(requireNonNull(l, "listener is null"));
+        listeners.add(l);
     }
 
     /** Whether models without batching may execute on the caller's thread when an instance is idle. */
@@ -60,29 +65,14 @@ public final class HostContext {
         return callerRuns;
     }
 
-    public void callerRuns(boolean on) {
-        callerRuns = on;
-    }
-
-    private java.util.concurrent.@org.jspecify.annotations.Nullable ScheduledExecutorService watchdog;
-
-    /** The host's watchdog timer thread (backplane-watchdog), created on first use. */
-    public synchronized java.util.concurrent.ScheduledExecutorService watchdog() {
-        if (watchdog == null) {
-            java.util.concurrent.ScheduledThreadPoolExecutor w = new java.util.concurrent.ScheduledThreadPoolExecutor(1,
-                    r -> Thread.ofPlatform().daemon().name("backplane-watchdog").unstarted(r));
-            w.setRemoveOnCancelPolicy(true);
-            watchdog = w;
-        }
+    /** The host's execute watchdog timer. */
+    Watchdog watchdog() {
         return watchdog;
     }
 
     /** Stops the watchdog thread. */
-    public synchronized void close() {
-        if (watchdog != null) {
-            watchdog.shutdownNow();
-            watchdog = null;
-        }
+    public void close() {
+        watchdog.close();
     }
 
     public Duration unloadTimeout() {
@@ -101,53 +91,11 @@ public final class HostContext {
     void duplicateRelease(String model, long version, long requestId, String path) {
         duplicateReleases.increment();
         log.debug("suppressed a second release of request #{} (model '{}' version {}) via {}", requestId, model, version, path);
-        listener.duplicateReleaseSuppressed(model, version);
+        listeners.duplicateReleaseSuppressed(model, version);
     }
 
     /** How many second releases were suppressed since the host started (L4). */
     public long duplicateReleases() {
         return duplicateReleases.sum();
-    }
-
-    private record FanOut(List<HostListener> targets) implements HostListener {
-        private void each(java.util.function.Consumer<HostListener> call) {
-            for (HostListener l : targets) {
-                try {
-                    call.accept(l);
-                } catch (RuntimeException e) {
-                    log.warn("host listener {} failed", l, e);
-                }
-            }
-        }
-
-        @Override
-        public void requestAccepted(String model, long version) {
-            each(l -> l.requestAccepted(model, version));
-        }
-
-        @Override
-        public void requestEnded(String model, long version, Outcome outcome, long queueNanos, long computeNanos) {
-            each(l -> l.requestEnded(model, version, outcome, queueNanos, computeNanos));
-        }
-
-        @Override
-        public void requestRejected(String model, Outcome outcome) {
-            each(l -> l.requestRejected(model, outcome));
-        }
-
-        @Override
-        public void batchExecuted(String model, long version, int requests, int batchSize) {
-            each(l -> l.batchExecuted(model, version, requests, batchSize));
-        }
-
-        @Override
-        public void instanceRestarted(String model, long version, String instance) {
-            each(l -> l.instanceRestarted(model, version, instance));
-        }
-
-        @Override
-        public void duplicateReleaseSuppressed(String model, long version) {
-            each(l -> l.duplicateReleaseSuppressed(model, version));
-        }
     }
 }

@@ -15,25 +15,47 @@ import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.locks.ReentrantLock;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * One instance of a model version and the worker thread that feeds it.
+ * One instance of a model version and the worker thread that feeds it. Owns L5 and L6 (what
+ * {@code execute} leaves open is failed here, only the still-open requests), L8 (incarnations,
+ * failure reports, restarts with capped backoff, the execute watchdog) and "{@code execute} is
+ * never concurrent on one instance".
  *
- * <p>The worker pulls a batch from the batcher only when its instance is free, so requests that
- * arrive while it executes join the next batch; {@code execute} is therefore never concurrent on
- * one instance. Each created instance is an <em>incarnation</em> with its own generation: a
- * failure reported by an old incarnation never kills its replacement (L8). Restarts back off
- * exponentially between the host's minimum and maximum.
+ * <p>The worker pulls a batch from its {@link BatchSource} only when its instance is free, so
+ * requests that arrive while it executes join the next batch; a caller running inline claims the
+ * same {@code busy} flag; {@code execute} is therefore never concurrent on one instance. Each
+ * created instance is an <em>incarnation</em> with its own generation: a failure reported by an
+ * old incarnation never kills its replacement (L8). Restarts back off exponentially between the
+ * host's minimum and maximum.
+ *
+ * <p>The slot knows its version only through the narrow {@link BatchSource}, the SPI
+ * {@link ModelContext} it hands to its instances, and two facts of the config.
  */
 final class InstanceSlot {
     private static final Logger log = LoggerFactory.getLogger(InstanceSlot.class);
     private static final long POLL_MILLIS = 100;
 
-    private final ModelVersion owner;
+    /**
+     * Where a worker gets its work: requests already checked and dispatched, each exactly once
+     * (B1, B2, B8). Implemented by {@link BatchGuard}.
+     */
+    interface BatchSource {
+        /** The next batch, waiting up to {@code timeout}; empty when none formed. May throw what the batcher threw. */
+        List<RequestState> next(long timeout, TimeUnit unit) throws InterruptedException;
+
+        /** Caller-runs: dispatches {@code r} alone; false if it already ended or was taken. */
+        boolean dispatch(RequestState r);
+    }
+
+    private final ModelContext owner;
+    private final BatchSource source;
+    private final HostContext host;
+    private final boolean decoupled;
+    private final long executeTimeoutMillis;
     private final String name;
     private final int index;
     private final InstanceKind kind;
@@ -48,12 +70,16 @@ final class InstanceSlot {
     private volatile @Nullable Thread worker;
     private @Nullable Model model;
 
-    InstanceSlot(ModelVersion owner, String name, int index, InstanceKind kind, int deviceId) {
+    InstanceSlot(ModelContext owner, BatchSource source, HostContext host, long executeTimeoutMillis, Placement.Spec spec) {
         this.owner = requireNonNull(owner, "owner is null");
-        this.name = requireNonNull(name, "name is null");
-        this.index = index;
-        this.kind = requireNonNull(kind, "kind is null");
-        this.deviceId = deviceId;
+        this.source = requireNonNull(source, "source is null");
+        this.host = requireNonNull(host, "host is null");
+        this.decoupled = owner.config().decoupled();
+        this.executeTimeoutMillis = executeTimeoutMillis;
+        this.name = spec.name();
+        this.index = spec.index();
+        this.kind = spec.kind();
+        this.deviceId = spec.deviceId();
     }
 
     /** Creates the first incarnation (failure fails the load) and starts the worker. */
@@ -116,19 +142,9 @@ final class InstanceSlot {
                 failures = restart(failures);
                 continue;
             }
-            ReentrantLock ordered = owner.dispatchLock();
             List<RequestState> batch;
             try {
-                if (ordered != null && !ordered.tryLock(POLL_MILLIS, TimeUnit.MILLISECONDS)) {
-                    continue;
-                }
-                try {
-                    batch = owner.guard(owner.batcher().nextBatch(owner.maxBatch(), POLL_MILLIS, TimeUnit.MILLISECONDS), name);
-                } finally {
-                    if (ordered != null) {
-                        ordered.unlock();
-                    }
-                }
+                batch = source.next(POLL_MILLIS, TimeUnit.MILLISECONDS);
             } catch (InterruptedException e) {
                 if (!running) {
                     break;
@@ -179,10 +195,9 @@ final class InstanceSlot {
             if (i == null || needsRestart() || !running) {
                 return false;
             }
-            if (!r.tryDispatch(owner.host().ticker().nanoTime())) {
+            if (!source.dispatch(r)) {
                 return true; // cancelled meanwhile: it has ended
             }
-            owner.host().listener().batchExecuted(owner.name(), owner.version(), 1, r.batchSize());
             execute(i, List.of(r));
             return true;
         } finally {
@@ -194,16 +209,16 @@ final class InstanceSlot {
         executing = batch;
         List<ScheduledRequest> view = Collections.unmodifiableList(batch);
         java.util.concurrent.ScheduledFuture<?> watchdog = null;
-        long limit = owner.executeTimeoutMillis();
+        long limit = executeTimeoutMillis;
         if (limit > 0) {
             long gen = generation.get();
             Thread runner = Thread.currentThread();
-            watchdog = owner.host().watchdog().schedule(() -> {
+            watchdog = host.watchdog().schedule(() -> {
                 if (executing == batch) {
                     failed(gen, new java.util.concurrent.TimeoutException("execute did not return within the execute_timeout_ms of " + limit + " ms"));
                     runner.interrupt();
                 }
-            }, limit, TimeUnit.MILLISECONDS);
+            }, limit);
         }
         try {
             i.execute(view);
@@ -230,7 +245,7 @@ final class InstanceSlot {
                 Thread.interrupted(); // an interrupt aimed at this execute must not leak into the next
             }
         }
-        if (!owner.decoupled()) {
+        if (!decoupled) {
             for (RequestState r : batch) {
                 if (!r.isClosed()) {
                     r.terminate(BackplaneException.internal("model '" + owner.name() + "' instance '" + name + "' returned from execute without answering "
@@ -242,9 +257,9 @@ final class InstanceSlot {
     }
 
     private int restart(int failures) {
-        closeInstance(owner.host().unloadTimeout());
-        Duration min = owner.host().restartBackoffMin();
-        Duration max = owner.host().restartBackoffMax();
+        closeInstance(host.unloadTimeout());
+        Duration min = host.restartBackoffMin();
+        Duration max = host.restartBackoffMax();
         long delay = Math.min(max.toMillis(), min.toMillis() << Math.min(failures, 20));
         sleepQuietly(delay);
         if (!running) {
@@ -254,7 +269,7 @@ final class InstanceSlot {
             ModelInstance created = create();
             instance = created;
             log.info("instance '{}' of {} restarted (generation {})", name, owner, generation.get());
-            owner.host().listener().instanceRestarted(owner.name(), owner.version(), name);
+            host.listener().instanceRestarted(owner.name(), owner.version(), name);
             return 0;
         } catch (Throwable t) {
             log.warn("instance '{}' of {} failed to restart (attempt {}); retrying in up to {} ms", name, owner, failures + 1, max.toMillis(), t);

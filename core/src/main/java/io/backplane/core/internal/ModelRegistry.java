@@ -12,10 +12,9 @@ import io.backplane.spi.BackplaneException;
 import io.backplane.spi.batch.BatcherFactory;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
-import io.backplane.spi.ModelContext;
+import io.backplane.spi.host.RequestHandle;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.config.TensorConfig;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -102,7 +101,7 @@ public final class ModelRegistry {
                 Backend backend = plugins.backend(backendName, name);
                 BackendContext bctx = plugins.contextFor(backendName);
                 long newest = def.versions().isEmpty() ? 1 : def.versions().getLast();
-                ModelConfig completed = backend.autoCompleteConfig(new SimpleContext(name, newest, declared, def.directory(), bctx));
+                ModelConfig completed = backend.autoCompleteConfig(new VersionContext(name, newest, declared, def.directory(), bctx));
                 ModelConfig config = BackendFit.apply(validator.apply(requireNonNull(completed, "autoCompleteConfig returned null")),
                         bctx.backendName(), plugins.capabilities(backendName), backend);
                 BatcherFactory batcher = plugins.batcher(batcherName(config), name);
@@ -177,7 +176,7 @@ public final class ModelRegistry {
      *
      * @throws BackplaneException NOT_FOUND for an unknown model or version, UNAVAILABLE when none is loaded
      */
-    public ModelVersion route(String name, long version) {
+    ModelVersion route(String name, long version) {
         Entry e = entries.get(name);
         NavigableMap<Long, ModelVersion> versions = e == null ? Collections.emptyNavigableMap() : e.versions;
         if (versions.isEmpty()) {
@@ -203,12 +202,19 @@ public final class ModelRegistry {
         return v;
     }
 
-    /** Admits a request, retrying once when it raced a reload's swap. */
-    public RequestState admit(InferenceRequest request, ResponseSink sink) {
+    /**
+     * Routes a request to its version and admits it there, retrying once when it raced a reload's
+     * swap. The request is routed once per attempt; the version it reached decides everything
+     * else (a decoupled model refuses a sink that takes one response).
+     *
+     * @return the handle of the accepted request
+     * @throws BackplaneException why it was not accepted; the sink was not called
+     */
+    public RequestHandle admit(InferenceRequest request, ResponseSink sink) {
         for (int attempt = 0;; attempt++) {
             ModelVersion v = route(request.modelName(), request.modelVersion());
             try {
-                return v.admit(request, sink);
+                return v.admit(request, sink).handle();
             } catch (BackplaneException ex) {
                 if (ex.code() != ErrorCode.UNAVAILABLE || attempt >= 2) {
                     throw ex;
@@ -370,12 +376,5 @@ public final class ModelRegistry {
             }
         }
         return n;
-    }
-
-    private record SimpleContext(String name, long version, ModelConfig config, Path modelDirectory, BackendContext backend) implements ModelContext {
-        @Override
-        public Path versionDirectory() {
-            return modelDirectory.resolve(Long.toString(version));
-        }
     }
 }

@@ -2,87 +2,58 @@ package io.backplane.core.internal;
 
 import static java.util.Objects.requireNonNull;
 
-import io.backplane.spi.host.HostListener.Outcome;
-import io.backplane.spi.host.ModelState;
 import io.backplane.spi.Backend;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.batch.Batcher;
-import io.backplane.spi.batch.BatcherContext;
 import io.backplane.spi.batch.BatcherFactory;
-import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.Model;
-import io.backplane.spi.ModelContext;
-import io.backplane.spi.ScheduledRequest;
-import io.backplane.spi.Ticker;
-import io.backplane.spi.config.InstanceGroup;
-import io.backplane.spi.config.InstanceKind;
 import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.host.HostListener.Outcome;
+import io.backplane.spi.host.ModelState;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Collections;
-import java.util.IdentityHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicReference;
-import java.util.concurrent.locks.ReentrantLock;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * One loaded model version: its backend model, batcher, instances, and the holds of its open
- * requests.
+ * The lifecycle of one loaded model version: load (backend model, batcher, instances; on failure
+ * everything created so far closes), readiness, and the unload protocol. Owns L7's order of steps
+ * and its deadline, and L8's "ready while at least one instance can serve".
  *
- * <p>Admission and unload race through a Dekker-style handshake: {@link #admit} registers the
- * hold first and then reads the state; {@link #unload} writes the state first and then scans
- * the holds. Either the request sees UNLOADING and withdraws, or unload sees its hold and ends
- * it — no request slips past an unload (L7).
+ * <p>Unload (L7): {@link Admission#beginUnload} stops admission; queued requests are withdrawn
+ * and failed (or, for a reload whose new version serves, left to run until the deadline); the
+ * unload waits on the holds until the deadline, fails what is still open naming the ids that
+ * pinned the version, then closes the batcher, stops the workers and closes instances and model,
+ * each close bounded ({@link Bounded}). Every request ends through its own one release
+ * ({@link RequestState}), so a request the unload races ends once.
+ *
+ * <p>The parts: {@link Admission} (admission and holds), {@link BatchGuard} (the batcher),
+ * {@link Placement} and {@link InstanceSlot} (instances), {@link VersionContext} and
+ * {@link BatcherScope} (what backends and batchers see).
  */
-public final class ModelVersion implements ModelContext {
+final class ModelVersion {
     private static final Logger log = LoggerFactory.getLogger(ModelVersion.class);
 
-    private final String name;
-    private final long version;
-    private final ModelConfig config;
-    private final Path modelDirectory;
-    private final Path versionDirectory;
-    private final BackendContext backendContext;
+    private final VersionContext context;
     private final HostContext host;
-    private final AtomicReference<ModelState> state = new AtomicReference<>(ModelState.LOADING);
-    private final Map<Long, RequestState> open = new ConcurrentHashMap<>();
-    private final Object drained = new Object();
+    private final Admission admission;
     private final List<InstanceSlot> instances = new ArrayList<>();
-    private final int maxBatch;
-    private final boolean decoupled;
-    private final @Nullable ResponseOrder order;
-    private final @Nullable ReentrantLock dispatchLock;
     private @Nullable Model model;
-    private @Nullable Batcher batcher;
+    private @Nullable BatchGuard batches;
     private volatile String unavailableReason = "";
-    /** Execute on the caller's thread when an instance is idle (host option, none batcher only). */
-    private boolean callerRuns;
-    private final long executeTimeoutMillis;
 
-    private ModelVersion(String name, long version, ModelConfig config, Path modelDirectory, BackendContext backendContext, HostContext host) {
-        this.name = requireNonNull(name, "name is null");
-        this.version = version;
-        this.config = requireNonNull(config, "config is null");
-        this.modelDirectory = requireNonNull(modelDirectory, "modelDirectory is null");
-        this.versionDirectory = modelDirectory.resolve(Long.toString(version));
-        this.backendContext = requireNonNull(backendContext, "backendContext is null");
-        this.host = requireNonNull(host, "host is null");
-        this.maxBatch = config.batches() ? config.maxBatchSize() : 1;
-        this.decoupled = config.decoupled();
-        boolean ordered = config.dynamicBatching() != null && config.dynamicBatching().preserveOrdering() && !decoupled;
-        this.order = ordered ? new ResponseOrder() : null;
-        this.dispatchLock = ordered ? new ReentrantLock() : null;
-        this.executeTimeoutMillis = executeTimeout(config);
+    private ModelVersion(VersionContext context, HostContext host) {
+        this.context = context;
+        this.host = host;
+        ModelConfig config = context.config();
+        boolean ordered = config.dynamicBatching() != null && config.dynamicBatching().preserveOrdering() && !config.decoupled();
+        this.admission = new Admission(context.name(), context.version(), config, host, ordered ? new ResponseOrder() : null);
     }
 
     /** The {@code execute_timeout_ms} model parameter: the execute watchdog (0 = off). */
@@ -103,50 +74,43 @@ public final class ModelVersion implements ModelContext {
         }
     }
 
-    long executeTimeoutMillis() {
-        return executeTimeoutMillis;
-    }
-
     /**
      * Loads a version: the backend model, the batcher, then every instance. On any failure
      * everything created so far is closed and the cause is thrown.
      */
     public static ModelVersion load(String name, long version, ModelConfig config, Path modelDirectory, Backend backend,
             BackendContext backendContext, BatcherFactory batcherFactory, HostContext host) {
-        ModelVersion v = new ModelVersion(name, version, config, modelDirectory, backendContext, host);
+        long executeTimeout = executeTimeout(config);
+        ModelVersion v = new ModelVersion(new VersionContext(name, version, config, modelDirectory, backendContext), host);
+        List<InstanceSlot> callerRuns = List.of();
         try {
-            v.model = requireNonNull(backend.loadModel(v), "backend '" + backendContext.backendName() + "' returned a null model");
-            v.batcher = requireNonNull(batcherFactory.create(v.new Context()), "batcher '" + batcherFactory.name() + "' returned null");
-            int index = 0;
-            List<InstanceGroup> groups = config.instanceGroups().isEmpty()
-                    ? List.of(InstanceGroup.of("", 1, InstanceKind.AUTO, List.of())) : config.instanceGroups();
-            for (int g = 0; g < groups.size(); g++) {
-                InstanceGroup group = groups.get(g);
-                String groupName = group.name().isEmpty() ? name + "_" + g : group.name();
-                List<Integer> devices = group.kind() == InstanceKind.GPU ? (group.gpus().isEmpty() ? List.of(0) : group.gpus()) : List.of(0);
-                InstanceKind kind = group.kind() == InstanceKind.AUTO ? InstanceKind.CPU : group.kind();
-                int k = 0;
-                for (int device : devices) {
-                    for (int c = 0; c < group.count(); c++) {
-                        InstanceSlot slot = new InstanceSlot(v, groupName + "_" + k++, index++, kind, device);
-                        v.instances.add(slot);
-                        slot.start(v.model);
-                    }
-                }
+            List<Placement.Spec> placed = Placement.of(name, config);
+            Model m = requireNonNull(backend.loadModel(v.context), "backend '" + backendContext.backendName() + "' returned a null model");
+            v.model = m;
+            Batcher batcher = requireNonNull(batcherFactory.create(new BatcherScope(config, version, placed.size(), host.ticker(), v.admission.origin())),
+                    "batcher '" + batcherFactory.name() + "' returned null");
+            BatchGuard batches = new BatchGuard(v.admission.origin(), batcher, config.batches() ? config.maxBatchSize() : 1);
+            v.batches = batches;
+            for (Placement.Spec spec : placed) {
+                InstanceSlot slot = new InstanceSlot(v.context, batches, host, executeTimeout, spec);
+                v.instances.add(slot);
+                slot.start(m);
+            }
+            if (host.callerRuns() && batcherFactory.name().equals("none")) {
+                callerRuns = List.copyOf(v.instances);
             }
         } catch (Throwable t) {
             v.abortLoad(t);
             throw BackplaneException.wrap(t, "model '" + name + "' version " + version + " failed to load");
         }
-        v.callerRuns = host.callerRuns() && batcherFactory.name().equals("none");
-        v.state.set(ModelState.READY);
+        v.admission.open(requireNonNull(v.batches), callerRuns);
         log.info("loaded model '{}' version {} ({} instance(s), backend '{}', batcher '{}')", name, version, v.instances.size(),
                 backendContext.backendName(), batcherFactory.name());
         return v;
     }
 
     private void abortLoad(Throwable cause) {
-        state.set(ModelState.UNAVAILABLE);
+        admission.closed();
         unavailableReason = String.valueOf(cause.getMessage());
         Duration limit = host.unloadTimeout();
         for (InstanceSlot s : instances) {
@@ -156,86 +120,35 @@ public final class ModelVersion implements ModelContext {
             s.join(limit);
             s.closeInstance(limit);
         }
-        if (batcher != null) {
-            Batcher b = batcher;
-            Bounded.run("batcher-close-" + name, limit, b::close);
+        BatchGuard b = batches;
+        if (b != null) {
+            Bounded.run("batcher-close-" + name(), limit, b::close);
         }
-        if (model != null) {
-            Model m = model;
-            Bounded.run("model-close-" + name + "-v" + version, limit, m::close);
+        Model m = model;
+        if (m != null) {
+            Bounded.run("model-close-" + name() + "-v" + version(), limit, m::close);
         }
     }
 
-    // ---- ModelContext ----
-
-    @Override
     public String name() {
-        return name;
+        return context.name();
     }
 
-    @Override
     public long version() {
-        return version;
+        return context.version();
     }
 
-    @Override
     public ModelConfig config() {
-        return config;
-    }
-
-    @Override
-    public Path modelDirectory() {
-        return modelDirectory;
-    }
-
-    @Override
-    public Path versionDirectory() {
-        return versionDirectory;
-    }
-
-    @Override
-    public BackendContext backend() {
-        return backendContext;
-    }
-
-    // ---- state ----
-
-    HostContext host() {
-        return host;
-    }
-
-    boolean decoupled() {
-        return decoupled;
-    }
-
-    int maxBatch() {
-        return maxBatch;
-    }
-
-    /** The reorder stage, or null when the model does not preserve ordering (the fast path). */
-    @Nullable ResponseOrder order() {
-        return order;
-    }
-
-    /**
-     * Held by an instance worker around taking and guarding a batch when the model preserves
-     * ordering, so that slots are reserved in the order batches leave the batcher; null otherwise.
-     */
-    @Nullable ReentrantLock dispatchLock() {
-        return dispatchLock;
-    }
-
-    Batcher batcher() {
-        return requireNonNull(batcher, "batcher");
+        return context.config();
     }
 
     public ModelState state() {
-        return state.get();
+        return admission.state();
     }
 
     /** Ready: loaded, not unloading, and at least one instance can serve (L8). */
     public boolean isReady() {
-        if (state.get() != ModelState.READY) {
+        if (admission.state() != ModelState.READY) {
             return false;
         }
         for (InstanceSlot s : instances) {
@@ -248,7 +161,7 @@ public final class ModelVersion implements ModelContext {
 
     /** Why the version is not ready, for the repository index. */
     public String reason() {
-        if (state.get() == ModelState.READY && !isReady()) {
+        if (admission.state() == ModelState.READY && !isReady()) {
             return "no instance is ready (restarting)";
         }
         return unavailableReason;
@@ -256,139 +169,21 @@ public final class ModelVersion implements ModelContext {
 
     /** Ids of the open requests: the holds on this version. */
     public Set<Long> openRequestIds() {
-        return Set.copyOf(open.keySet());
+        return admission.openIds();
     }
 
     public int instanceCount() {
         return instances.size();
     }
 
-    // ---- requests ----
-
     /**
-     * Accepts a request: validates it, registers its hold, queues it.
+     * Accepts a request ({@link Admission#admit}).
      *
      * @throws BackplaneException INVALID_ARGUMENT for a bad request, UNAVAILABLE when the version
      *     is not serving; the request was not accepted and the sink was not called
      */
-    public RequestState admit(InferenceRequest request, ResponseSink sink) {
-        int batchSize = RequestValidator.validate(config, request);
-        request = Reshape.toBackend(config, request);
-        int level = priorityLevel(request);
-        RequestState r = new RequestState(host.nextRequestId(), request, this, sink, batchSize, level, host.ticker().nanoTime());
-        open.put(r.id(), r);
-        if (state.get() != ModelState.READY) {
-            open.remove(r.id());
-            throw new BackplaneException(ErrorCode.UNAVAILABLE, "model '" + name + "' version " + version + " is "
-                    + (state.get() == ModelState.UNLOADING ? "unloading" : "not available") + "; retry once it is loaded");
-        }
-        host.listener().requestAccepted(name, version);
-        if (callerRuns && requireNonNull(batcher, "batcher").queued() == 0) {
-            for (InstanceSlot slot : instances) {
-                if (slot.tryRunInline(r)) {
-                    return r;
-                }
-            }
-        }
-        try {
-            requireNonNull(batcher, "batcher").enqueue(r);
-        } catch (Throwable t) {
-            if (r.tryWithdraw()) {
-                BackplaneException e = t instanceof BackplaneException be ? be
-                        : BackplaneException.wrap(t, "the batcher of model '" + name + "' failed to queue " + r.describe());
-                r.terminate(e, Outcome.REJECTED, "enqueue-rejected");
-            }
-        }
-        return r;
-    }
-
-    private int priorityLevel(InferenceRequest request) {
-        var db = config.dynamicBatching();
-        int levels = db == null ? 0 : db.priorityLevels();
-        if (levels == 0) {
-            return 1;
-        }
-        int p = request.priority();
-        if (p == 0) {
-            return db.defaultPriorityLevel();
-        }
-        if (p > levels) {
-            throw BackplaneException.invalid("model '" + name + "' has priority levels 1.." + levels + " but the request asked for priority " + p);
-        }
-        return p;
-    }
-
-    /** Called by {@link RequestState} exactly once per request, when it ends. */
-    void release(RequestState r, Outcome outcome) {
-        open.remove(r.id());
-        long end = host.ticker().nanoTime();
-        long dispatched = r.dispatchNanos();
-        long queue = dispatched == 0 ? end - r.arrivalNanos() : dispatched - r.arrivalNanos();
-        long compute = dispatched == 0 ? 0 : end - dispatched;
-        host.listener().requestEnded(name, version, outcome, Math.max(0, queue), Math.max(0, compute));
-        if (state.get() == ModelState.UNLOADING && open.isEmpty()) {
-            synchronized (drained) {
-                drained.notifyAll();
-            }
-        }
-    }
-
-    /** A queued request was withdrawn by the core (cancel): tell the batcher. */
-    void withdrawn(RequestState r) {
-        try {
-            requireNonNull(batcher, "batcher").cancelled(r);
-        } catch (Throwable t) {
-            log.warn("the batcher of model '{}' failed on cancel of {}", name, r.describe(), t);
-        }
-    }
-
-    /**
-     * Checks a batch from the batcher (B1, B2, B8) and takes its requests for execution: foreign,
-     * duplicate and ended requests are dropped; requests past the size limit end with an error.
-     */
-    List<RequestState> guard(@Nullable List<ScheduledRequest> raw, String instance) {
-        if (raw == null || raw.isEmpty()) {
-            return List.of();
-        }
-        List<RequestState> out = new ArrayList<>(raw.size());
-        Set<RequestState> seen = raw.size() > 16 ? Collections.newSetFromMap(new IdentityHashMap<>()) : null;
-        int total = 0;
-        long now = host.ticker().nanoTime();
-        for (ScheduledRequest s : raw) {
-            if (!(s instanceof RequestState r) || r.model() != this) {
-                log.error("the batcher of model '{}' version {} returned {}, which is not a queued request of this model; dropped", name, version, s);
-                if (s instanceof RequestState foreign && foreign.tryWithdraw()) {
-                    // a batcher that hands out another model's request has lost track of it: end it rather than leave its caller waiting
-                    foreign.model().withdrawn(foreign);
-                    foreign.terminate(BackplaneException.internal("the batcher of model '" + name + "' version " + version + " returned "
-                            + foreign.describe() + " in one of its batches; it was not executed"), Outcome.OTHER, "batch-guard-foreign");
-                }
-                continue;
-            }
-            if (seen != null ? !seen.add(r) : out.contains(r)) {
-                log.error("the batcher of model '{}' returned {} twice in one batch; it runs once", name, r.describe());
-                continue;
-            }
-            if (total + r.batchSize() > maxBatch) {
-                if (r.tryWithdraw()) {
-                    r.terminate(BackplaneException.internal("the batcher of model '" + name + "' formed a batch over max_batch_size " + maxBatch
-                            + "; " + r.describe() + " was not executed"), Outcome.OTHER, "batch-guard");
-                }
-                continue;
-            }
-            if (!r.tryDispatch(now)) {
-                continue; // cancelled, timed out, or already executed
-            }
-            if (order != null) {
-                order.reserve(r);
-            }
-            total += r.batchSize();
-            out.add(r);
-        }
-        if (!out.isEmpty()) {
-            host.listener().batchExecuted(name, version, out.size(), total);
-        }
-        return out;
+    RequestState admit(InferenceRequest request, ResponseSink sink) {
+        return admission.admit(request, sink);
     }
 
     // ---- unload (L7) ----
@@ -407,38 +202,35 @@ public final class ModelVersion implements ModelContext {
      * requests still run on this version until the deadline instead of failing at once.
      */
     public void unload(Duration timeout, boolean drainQueued) {
-        ModelState s = state.get();
-        if (s != ModelState.READY || !state.compareAndSet(ModelState.READY, ModelState.UNLOADING)) {
+        if (!admission.beginUnload()) {
             return;
         }
+        String name = name();
+        long version = version();
         long deadline = System.nanoTime() + timeout.toNanos();
-        log.info("unloading model '{}' version {} ({} open request(s))", name, version, open.size());
+        log.info("unloading model '{}' version {} ({} open request(s))", name, version, admission.openIds().size());
         BackplaneException queuedError = BackplaneException.unavailable("model '" + name + "' version " + version
                 + " is unloading; the request was still queued");
+        BatchGuard b = requireNonNull(batches, "batches");
         if (!drainQueued) {
-            failQueued(queuedError);
+            failQueued(b, queuedError);
         }
-        awaitDrained(deadline);
+        admission.awaitDrained(deadline);
         if (drainQueued) {
-            failQueued(queuedError);
-            awaitDrained(deadline);
+            failQueued(b, queuedError);
+            admission.awaitDrained(deadline);
         }
-        if (!open.isEmpty()) {
-            List<Long> pinned = open.keySet().stream().sorted().toList();
+        if (!admission.isDrained()) {
+            List<Long> pinned = admission.openIds().stream().sorted().toList();
             log.warn("unload of model '{}' version {}: the deadline of {} ms passed with {} request(s) still open, pinning the version: ids {}; failing them",
                     name, version, timeout.toMillis(), pinned.size(), pinned);
             BackplaneException e = BackplaneException.unavailable("model '" + name + "' version " + version
                     + " was unloaded before the request finished (unload deadline " + timeout.toMillis() + " ms)");
-            for (RequestState r : List.copyOf(open.values())) {
+            for (RequestState r : admission.openRequests()) {
                 r.terminate(e, Outcome.OTHER, "unload-deadline");
             }
         }
-        Batcher b = batcher();
-        try {
-            b.close();
-        } catch (Throwable t) {
-            log.warn("the batcher of model '{}' failed to close", name, t);
-        }
+        b.close();
         for (InstanceSlot slot : instances) {
             slot.stop();
         }
@@ -449,77 +241,27 @@ public final class ModelVersion implements ModelContext {
         }
         Model m = requireNonNull(model, "model");
         Bounded.run("model-close-" + name + "-v" + version, grace, m::close);
-        state.set(ModelState.UNAVAILABLE);
+        admission.closed();
         unavailableReason = "unloaded";
         log.info("unloaded model '{}' version {}", name, version);
     }
 
-    private void failQueued(BackplaneException queuedError) {
-        try {
-            for (ScheduledRequest q : batcher().drain()) {
-                if (q instanceof RequestState r && r.model() == this && r.tryWithdraw()) {
-                    r.terminate(queuedError, Outcome.OTHER, "unload-queued");
-                }
+    /** Withdraws and fails every request still queued: those the batcher hands back, then any other not yet dispatched. */
+    private void failQueued(BatchGuard b, BackplaneException queuedError) {
+        for (RequestState r : b.drain()) {
+            if (r.tryWithdraw()) {
+                r.terminate(queuedError, Outcome.OTHER, "unload-queued");
             }
-        } catch (Throwable t) {
-            log.warn("the batcher of model '{}' failed to drain", name, t);
         }
-        for (RequestState r : open.values()) {
+        for (RequestState r : admission.openRequests()) {
             if (r.phase() == RequestState.QUEUED && r.tryWithdraw()) {
                 r.terminate(queuedError, Outcome.OTHER, "unload-queued");
             }
         }
     }
 
-    private void awaitDrained(long deadline) {
-        synchronized (drained) {
-            long left;
-            while (!open.isEmpty() && (left = deadline - System.nanoTime()) > 0) {
-                try {
-                    TimeUnit.NANOSECONDS.timedWait(drained, left);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    break;
-                }
-            }
-        }
-    }
-
     @Override
     public String toString() {
-        return "model '" + name + "' version " + version;
-    }
-
-    private final class Context implements BatcherContext {
-        @Override
-        public ModelConfig config() {
-            return config;
-        }
-
-        @Override
-        public long version() {
-            return version;
-        }
-
-        @Override
-        public int instanceCount() {
-            return instances.isEmpty() ? config.instanceCount() : instances.size();
-        }
-
-        @Override
-        public Ticker ticker() {
-            return host.ticker();
-        }
-
-        @Override
-        public void reject(ScheduledRequest request, BackplaneException error) {
-            if (request instanceof RequestState r && r.model() == ModelVersion.this) {
-                if (r.tryWithdraw()) {
-                    r.terminate(error, error.code() == ErrorCode.CANCELLED ? Outcome.CANCELED : Outcome.REJECTED, "batcher-reject");
-                }
-            } else {
-                log.error("the batcher of model '{}' rejected {}, which is not one of its requests; ignored", name, request);
-            }
-        }
+        return context.toString();
     }
 }

@@ -10,6 +10,9 @@ import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.ResponseSender;
 import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.Tensor;
+import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.host.HostResponses;
+import io.backplane.spi.host.RequestHandle;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -18,7 +21,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * One accepted request: its scheduling state and its response sender.
+ * One accepted request: its scheduling state and its response sender. Owns L1, L2, L4, L5's
+ * "only the still-open requests" and B1's dispatch-at-most-once; what the request holds on its
+ * model version it gives back through one call of {@link Hold#release}.
  *
  * <p>Two independent compare-and-set words make the lifecycle guarantees:
  * <ul>
@@ -32,7 +37,7 @@ import org.slf4j.LoggerFactory;
  * Sends of decoupled models are serialized on this object so that a streaming observer never
  * sees two calls at once; a plain model's single FINAL needs only the CAS.
  */
-public final class RequestState implements ScheduledRequest, ResponseSender {
+final class RequestState implements ScheduledRequest, ResponseSender {
     private static final Logger log = LoggerFactory.getLogger(RequestState.class);
 
     private static final int OPEN = 0;
@@ -41,10 +46,37 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
     static final int DISPATCHED = 1;
     static final int WITHDRAWN = 2;
 
+    /**
+     * What a request holds on the model version that admitted it. {@link #release} is called
+     * exactly once per request, by the winner of its {@code open} CAS, before the terminal
+     * response is delivered (L3).
+     */
+    interface Hold {
+        /** The request ended with {@code outcome}: drop its hold. */
+        void release(RequestState r, Outcome outcome);
+
+        /** The request was taken out of the queue before it was dispatched (cancel): forget it. */
+        void withdrawn(RequestState r);
+    }
+
+    /**
+     * The version a request belongs to, as the request sees it: fixed facts, its hold, and the
+     * reorder stage (null unless the model preserves ordering). One per model version.
+     */
+    record Origin(String model, long version, ModelConfig config, Hold hold, @Nullable ResponseOrder order, HostContext host) {
+        Origin {
+            requireNonNull(model, "model is null");
+            requireNonNull(config, "config is null");
+            requireNonNull(hold, "hold is null");
+            requireNonNull(host, "host is null");
+        }
+    }
+
     private final long id;
     private final InferenceRequest request;
-    private final ModelVersion model;
+    private final Origin origin;
     private final ResponseSink sink;
+    private final ResponseOrder.@Nullable Ticket ticket;
     private final int batchSize;
     private final int priorityLevel;
     private final long arrivalNanos;
@@ -52,16 +84,14 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
     private final AtomicInteger phase = new AtomicInteger(QUEUED);
     private volatile boolean cancelled;
     private volatile long dispatchNanos;
-    // guarded by the model's ResponseOrder (preserve_ordering only)
-    boolean orderSlotted;
-    boolean orderEnded;
-    @Nullable Runnable orderHeld;
 
-    RequestState(long id, InferenceRequest request, ModelVersion model, ResponseSink sink, int batchSize, int priorityLevel, long arrivalNanos) {
+    RequestState(long id, InferenceRequest request, Origin origin, ResponseSink sink, int batchSize, int priorityLevel, long arrivalNanos) {
         this.id = id;
         this.request = requireNonNull(request, "request is null");
-        this.model = requireNonNull(model, "model is null");
+        this.origin = requireNonNull(origin, "origin is null");
         this.sink = requireNonNull(sink, "sink is null");
+        ResponseOrder order = origin.order();
+        this.ticket = order == null ? null : order.ticket();
         this.batchSize = batchSize;
         this.priorityLevel = priorityLevel;
         this.arrivalNanos = arrivalNanos;
@@ -107,8 +137,36 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
         return arrivalNanos;
     }
 
-    ModelVersion model() {
-        return model;
+    /** Whether this request was admitted by {@code o}'s version (the batch guard drops foreign ones). */
+    boolean belongsTo(Origin o) {
+        return origin == o;
+    }
+
+    /** The place of this request in its model's response order; null unless the model preserves ordering. */
+    ResponseOrder.@Nullable Ticket ticket() {
+        return ticket;
+    }
+
+    /** The handle a client holds: it can cancel the request and see that it ended, nothing more. */
+    RequestHandle handle() {
+        return new Handle(this);
+    }
+
+    private record Handle(RequestState r) implements RequestHandle {
+        @Override
+        public long id() {
+            return r.id;
+        }
+
+        @Override
+        public boolean cancel() {
+            return r.cancel();
+        }
+
+        @Override
+        public boolean isDone() {
+            return r.isClosed();
+        }
     }
 
     // ---- the backend's side: ResponseSender ----
@@ -119,7 +177,7 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
             throw new IllegalArgumentException("unknown response flags " + flags + " for " + describe() + ": use 0 or ResponseSender.FINAL");
         }
         boolean fin = flags == FINAL;
-        if (!model.decoupled()) {
+        if (!origin.config().decoupled()) {
             if (!fin) {
                 throw new IllegalStateException(describe() + " belongs to a model that is not decoupled: send its single response with FINAL");
             }
@@ -152,10 +210,10 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
     private void finish(@Nullable InferenceResponse response) {
         BackplaneException e = response == null ? null : response.error();
         if (e != null) {
-            model.release(this, e.code() == ErrorCode.CANCELLED ? Outcome.CANCELED : Outcome.BACKEND);
+            origin.hold().release(this, e.code() == ErrorCode.CANCELLED ? Outcome.CANCELED : Outcome.BACKEND);
             deliverFinal(() -> sink.failed(e));
         } else {
-            model.release(this, Outcome.SUCCESS);
+            origin.hold().release(this, Outcome.SUCCESS);
             InferenceResponse last = response == null ? null : stamp(response);
             deliverFinal(() -> sink.last(last));
         }
@@ -173,23 +231,23 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
      *
      * @return whether this call ended it
      */
-    public boolean terminate(BackplaneException error, Outcome outcome, String path) {
-        if (model.decoupled()) {
+    boolean terminate(BackplaneException error, Outcome outcome, String path) {
+        if (origin.config().decoupled()) {
             synchronized (this) {
                 if (!open.compareAndSet(OPEN, CLOSED)) {
-                    model.host().duplicateRelease(model.name(), model.version(), id, path);
+                    origin.host().duplicateRelease(origin.model(), origin.version(), id, path);
                     return false;
                 }
-                model.release(this, outcome);
+                origin.hold().release(this, outcome);
                 deliver(() -> sink.failed(error));
             }
             return true;
         }
         if (!open.compareAndSet(OPEN, CLOSED)) {
-            model.host().duplicateRelease(model.name(), model.version(), id, path);
+            origin.host().duplicateRelease(origin.model(), origin.version(), id, path);
             return false;
         }
-        model.release(this, outcome);
+        origin.hold().release(this, outcome);
         deliverFinal(() -> sink.failed(error));
         return true;
     }
@@ -208,6 +266,15 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
         return phase.compareAndSet(QUEUED, WITHDRAWN);
     }
 
+    /** Takes a queued request out for good and tells its batcher (cancel); false if a worker already took it. */
+    boolean withdraw() {
+        if (!tryWithdraw()) {
+            return false;
+        }
+        origin.hold().withdrawn(this);
+        return true;
+    }
+
     int phase() {
         return phase.get();
     }
@@ -222,10 +289,9 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
      *
      * @return whether the request was still open
      */
-    public boolean cancel() {
+    boolean cancel() {
         cancelled = true;
-        if (tryWithdraw()) {
-            model.withdrawn(this);
+        if (withdraw()) {
             terminate(new BackplaneException(ErrorCode.CANCELLED, describe() + " was cancelled while queued"), Outcome.CANCELED, "cancel");
             return true;
         }
@@ -246,16 +312,17 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
                 out = InferenceResponse.of(kept, r.parameters());
             }
         }
-        return io.backplane.spi.host.HostResponses.stamp(Reshape.toClient(model.config(), out), model.name(), model.version(), request.id());
+        return HostResponses.stamp(Reshape.toClient(origin.config(), out), origin.model(), origin.version(), request.id());
     }
 
     /** Delivers the terminal outcome: at once, or through the model's reorder stage (preserve_ordering). */
     private void deliverFinal(Runnable call) {
-        ResponseOrder order = model.order();
-        if (order == null) {
+        ResponseOrder order = origin.order();
+        ResponseOrder.Ticket t = ticket;
+        if (order == null || t == null) {
             deliver(call);
         } else {
-            order.deliver(this, () -> deliver(call));
+            order.deliver(t, () -> deliver(call));
         }
     }
 
@@ -268,9 +335,9 @@ public final class RequestState implements ScheduledRequest, ResponseSender {
     }
 
     /** "request #12 (model 'm' version 1)". */
-    public String describe() {
-        return "request #" + id + (request.id().isEmpty() ? "" : " (id '" + request.id() + "')") + " to model '" + model.name()
-                + "' version " + model.version();
+    String describe() {
+        return "request #" + id + (request.id().isEmpty() ? "" : " (id '" + request.id() + "')") + " to model '" + origin.model()
+                + "' version " + origin.version();
     }
 
     @Override

@@ -18,4 +18,12 @@ public interface ResponseSink {
 
     /** The request ended with an error. */
     void failed(BackplaneException error);
+
+    /**
+     * Whether this sink takes any number of responses (a stream). A sink that takes exactly one
+     * (a future) is refused by a decoupled model at admission.
+     */
+    default boolean streams() {
+        return true;
+    }
 }

@@ -11,6 +11,7 @@ import com.tngtech.archunit.core.domain.JavaClasses;
 import com.tngtech.archunit.core.importer.ClassFileImporter;
 import com.tngtech.archunit.core.importer.ImportOption;
 import com.tngtech.archunit.library.GeneralCodingRules;
+import java.util.List;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -76,5 +77,43 @@ class ArchitectureTest {
     @Test
     void libraryCode_neverUsesJavaUtilLogging() {
         GeneralCodingRules.NO_CLASSES_SHOULD_USE_JAVA_UTIL_LOGGING.check(classes);
+    }
+
+    // ---- the core's internals read one way (docs/architecture.md) ----
+
+    private static final String INTERNAL = "io\\.backplane\\.core\\.internal\\.";
+
+    private static String internal(String... simpleNames) {
+        return INTERNAL + "(" + String.join("|", simpleNames) + ")(\\$.*)?";
+    }
+
+    @Test
+    void instanceSlot_reachesItsVersionOnlyThroughItsBatchSource() {
+        noClasses().that().haveNameMatching(internal("InstanceSlot")).should().dependOnClassesThat()
+                .haveNameMatching(internal("ModelVersion", "Admission", "BatchGuard", "ModelRegistry"))
+                .because("an instance worker pulls dispatched batches from InstanceSlot.BatchSource and nothing else of its version").check(classes);
+    }
+
+    @Test
+    void requestState_releasesThroughItsHoldOnly() {
+        noClasses().that().haveNameMatching(internal("RequestState")).should().dependOnClassesThat()
+                .haveNameMatching(internal("ModelVersion", "Admission", "BatchGuard", "InstanceSlot", "ModelRegistry"))
+                .because("a request gives back its hold through RequestState.Hold, exactly once").check(classes);
+    }
+
+    @Test
+    void responseOrder_ownsItsStateAndCallsNothingBack() {
+        classes().that().haveNameMatching(internal("ResponseOrder")).should().onlyDependOnClassesThat()
+                .resideInAnyPackage("java..", "org.jspecify.annotations..").orShould().haveNameMatching(internal("ResponseOrder"))
+                .check(classes);
+    }
+
+    @Test
+    void objectsHandedToPlugins_cannotBeCastToCoreTypes() {
+        for (Class<?> spi : List.of(io.backplane.spi.ModelContext.class, io.backplane.spi.InstanceContext.class, io.backplane.spi.batch.BatcherContext.class,
+                io.backplane.spi.ScheduledRequest.class, io.backplane.spi.ResponseSender.class)) {
+            classes().that().resideInAPackage("io.backplane.core..").and().implement(spi).should().notBePublic()
+                    .because("a backend or batcher given a " + spi.getSimpleName() + " must not reach the core behind it").check(classes);
+        }
     }
 }

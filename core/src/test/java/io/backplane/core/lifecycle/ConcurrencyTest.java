@@ -17,6 +17,8 @@ import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.InstanceKind;
 import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.host.HostListener;
+import io.backplane.spi.host.RequestHandle;
 import io.backplane.spi.host.ResponseObserver;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -29,6 +31,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.junit.jupiter.api.Test;
@@ -69,40 +72,73 @@ class ConcurrencyTest {
         return model(name, false).toBuilder().instanceGroup(InstanceGroup.of("", 2, InstanceKind.CPU, List.of())).build();
     }
 
-    /** Completes {@code f} with the request's outcome and counts every terminal call after the first. */
-    private static ResponseObserver terminalCounter(CompletableFuture<InferenceResponse> f, AtomicInteger extra) {
-        AtomicInteger terminals = new AtomicInteger();
-        return new ResponseObserver() {
-            private volatile InferenceResponse last;
+    /**
+     * Counts what a client can observe, call by call. A {@link CompletableFuture} swallows a
+     * second completion, so the stream half of the callers counts every terminal call at its
+     * observer, and a listener counts every release of every accepted request: either shows a
+     * request that ended twice.
+     */
+    private static final class Counts implements HostListener {
+        final AtomicInteger accepted = new AtomicInteger();
+        final AtomicInteger ended = new AtomicInteger();
+        final AtomicInteger doubleCompletions = new AtomicInteger();
+        final AtomicInteger callsAfterEnd = new AtomicInteger();
 
-            @Override
-            public void onResponse(InferenceResponse response) {
-                last = response;
-            }
+        @Override
+        public void requestAccepted(String model, long version) {
+            accepted.incrementAndGet();
+        }
 
-            @Override
-            public void onComplete() {
-                if (terminals.incrementAndGet() > 1) {
-                    extra.incrementAndGet();
+        @Override
+        public void requestEnded(String model, long version, Outcome outcome, long queueNanos, long computeNanos) {
+            ended.incrementAndGet();
+        }
+
+        /** An observer that counts every call and completes {@code f} with the first terminal one. */
+        ResponseObserver observer(CompletableFuture<InferenceResponse> f) {
+            return new ResponseObserver() {
+                private final AtomicInteger terminals = new AtomicInteger();
+                private final AtomicInteger responses = new AtomicInteger();
+                private volatile @Nullable InferenceResponse last;
+
+                @Override
+                public void onResponse(InferenceResponse response) {
+                    if (terminals.get() > 0 || responses.incrementAndGet() > 1) {
+                        callsAfterEnd.incrementAndGet(); // a plain model answers once, before its end
+                    }
+                    last = response;
                 }
-                f.complete(last);
-            }
 
-            @Override
-            public void onError(BackplaneException error) {
-                if (terminals.incrementAndGet() > 1) {
-                    extra.incrementAndGet();
+                @Override
+                public void onComplete() {
+                    if (terminals.incrementAndGet() > 1) {
+                        doubleCompletions.incrementAndGet();
+                    }
+                    InferenceResponse r = last;
+                    if (r == null) {
+                        f.completeExceptionally(new AssertionError("completed without a response"));
+                    } else {
+                        f.complete(r);
+                    }
                 }
-                f.completeExceptionally(error);
-            }
-        };
+
+                @Override
+                public void onError(BackplaneException error) {
+                    if (terminals.incrementAndGet() > 1) {
+                        doubleCompletions.incrementAndGet();
+                    }
+                    f.completeExceptionally(error);
+                }
+            };
+        }
     }
 
     @ParameterizedTest(name = "callerRuns={0}")
     @ValueSource(booleans = {false, false, true, true})
     void inferCancelUnloadReload_everyRequestEndsOnceWithItsOwnResult(boolean callerRuns) throws Exception {
         ScriptedBackend backend = randomBackend();
-        BackplaneHost host = BackplaneHost.builder().backend(backend).modelControlMode(ModelControlMode.EXPLICIT)
+        Counts counts = new Counts();
+        BackplaneHost host = BackplaneHost.builder().backend(backend).modelControlMode(ModelControlMode.EXPLICIT).listener(counts)
                 .unloadTimeout(Duration.ofMillis(300)).callerRuns(callerRuns).model(twoInstances("a")).model(model("b", false)).loadModel("a").loadModel("b").build();
         int threads = 16;
         int perThread = 300;
@@ -110,7 +146,6 @@ class ConcurrencyTest {
         AtomicInteger ok = new AtomicInteger();
         AtomicInteger failed = new AtomicInteger();
         AtomicInteger wrong = new AtomicInteger();
-        AtomicInteger doubleCompletions = new AtomicInteger();
         List<CompletableFuture<InferenceResponse>> all = java.util.Collections.synchronizedList(new ArrayList<>());
         CountDownLatch startGate = new CountDownLatch(1);
         AtomicBoolean stop = new AtomicBoolean();
@@ -126,15 +161,19 @@ class ConcurrencyTest {
                 for (int i = 0; i < perThread; i++) {
                     long tag = tags.incrementAndGet();
                     String m = rnd.nextBoolean() ? "a" : "b";
-                    // Half the requests go through infer (a future), half through stream: the observer sees
-                    // every terminal call the core makes, so a second one is counted (a future would drop it).
+                    boolean cancel = rnd.nextInt(20) == 0;
                     CompletableFuture<InferenceResponse> f;
-                    io.backplane.spi.host.RequestHandle handle = null;
-                    if (i % 2 == 0) {
+                    if (rnd.nextBoolean()) {
                         f = host.infer(request(m, tag));
+                        if (cancel) {
+                            f.cancel(true);
+                        }
                     } else {
                         f = new CompletableFuture<>();
-                        handle = host.stream(request(m, tag), terminalCounter(f, doubleCompletions));
+                        RequestHandle h = host.stream(request(m, tag), counts.observer(f));
+                        if (cancel) {
+                            h.cancel();
+                        }
                     }
                     all.add(f);
                     f.whenComplete((r, e) -> {
@@ -147,13 +186,6 @@ class ConcurrencyTest {
                             failed.incrementAndGet();
                         }
                     });
-                    if (rnd.nextInt(20) == 0) {
-                        if (handle != null) {
-                            handle.cancel();
-                        } else {
-                            f.cancel(true);
-                        }
-                    }
                 }
             }));
         }
@@ -192,7 +224,9 @@ class ConcurrencyTest {
         assertTrue(all.stream().allMatch(CompletableFuture::isDone), "every future completed");
         assertEquals(threads * perThread, ok.get() + failed.get(), "conservation: submitted = ok + failed");
         assertEquals(0, wrong.get(), "no caller got another caller's result");
-        assertEquals(0, doubleCompletions.get(), "a request ended twice");
+        assertEquals(0, counts.doubleCompletions.get(), "no stream observer saw two terminal calls");
+        assertEquals(0, counts.callsAfterEnd.get(), "no stream observer saw a second response or a response after its end");
+        assertEquals(counts.accepted.get(), counts.ended.get(), "every accepted request was released exactly once");
         assertEquals(0, host.openRequests());
         assertEquals(backend.instancesCreated.get(), backend.instancesClosed.get());
         assertEquals(backend.modelsLoaded.get(), backend.modelsClosed.get());

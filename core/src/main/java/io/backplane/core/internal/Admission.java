@@ -1,0 +1,192 @@
+package io.backplane.core.internal;
+
+import static java.util.Objects.requireNonNull;
+
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.ErrorCode;
+import io.backplane.spi.InferenceRequest;
+import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.host.HostListener.Outcome;
+import io.backplane.spi.host.ModelState;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Admission to one model version, and the holds of its open requests.
+ *
+ * <p>Owns:
+ * <ul>
+ *   <li><b>L7, no request slips past an unload.</b> {@link #admit} registers the hold first and
+ *       then reads the state; {@link #beginUnload} writes the state first, and the unload then
+ *       reads the holds. This Dekker-style handshake means either the request sees UNLOADING and
+ *       withdraws, or the unload sees its hold and ends it.</li>
+ *   <li><b>L3, a hold ends with its request.</b> {@link #release} is the request's
+ *       {@link RequestState.Hold}: it drops the hold at once and wakes an unload waiting for the
+ *       last one.</li>
+ *   <li><b>Refusal is not acceptance.</b> A request that fails validation, asks a decoupled model
+ *       for a single response, names a priority the model lacks, or arrives while the version is
+ *       not READY gets an exception from {@link #admit}: it never held the version, and its sink
+ *       is never called.</li>
+ *   <li><b>B7.</b> Every accepted request takes its id from the host's counter.</li>
+ * </ul>
+ * The version's lifecycle state lives here, because admission and unload must write and read it in
+ * this order; {@link ModelVersion} moves it.
+ */
+final class Admission implements RequestState.Hold {
+    private final String name;
+    private final long version;
+    private final ModelConfig config;
+    private final HostContext host;
+    private final RequestState.Origin origin;
+    private final AtomicReference<ModelState> state = new AtomicReference<>(ModelState.LOADING);
+    private final Map<Long, RequestState> open = new ConcurrentHashMap<>();
+    private final Object drained = new Object();
+    // set once by open(), before the state becomes READY; read only after admit saw READY
+    private @Nullable BatchGuard queue;
+    private List<InstanceSlot> inline = List.of();
+
+    Admission(String name, long version, ModelConfig config, HostContext host, @Nullable ResponseOrder order) {
+        this.name = requireNonNull(name, "name is null");
+        this.version = version;
+        this.config = requireNonNull(config, "config is null");
+        this.host = requireNonNull(host, "host is null");
+        this.origin = new RequestState.Origin(name, version, config, this, order, host);
+    }
+
+    /** What every request of this version carries: the version's facts and this hold. */
+    RequestState.Origin origin() {
+        return origin;
+    }
+
+    ModelState state() {
+        return state.get();
+    }
+
+    /**
+     * Starts admitting: requests queue through {@code queue}; with caller-runs, they may first try
+     * the idle instances in {@code callerRuns} on the calling thread. LOADING → READY.
+     */
+    void open(BatchGuard queue, List<InstanceSlot> callerRuns) {
+        this.queue = requireNonNull(queue, "queue is null");
+        this.inline = List.copyOf(callerRuns);
+        state.set(ModelState.READY);
+    }
+
+    /** READY → UNLOADING: from now on new requests are refused. False when the version was not READY. */
+    boolean beginUnload() {
+        return state.compareAndSet(ModelState.READY, ModelState.UNLOADING);
+    }
+
+    /** The version serves no more (unloaded, or its load failed). */
+    void closed() {
+        state.set(ModelState.UNAVAILABLE);
+    }
+
+    /**
+     * Accepts a request: validates it, registers its hold, queues it (or runs it on this thread,
+     * with caller-runs).
+     *
+     * @throws BackplaneException INVALID_ARGUMENT for a bad request, UNAVAILABLE when the version
+     *     is not serving; the request was not accepted and the sink was not called
+     */
+    RequestState admit(InferenceRequest request, ResponseSink sink) {
+        if (config.decoupled() && !sink.streams()) {
+            throw BackplaneException.invalid("model '" + name + "' is decoupled (it may send any number of responses); use stream()");
+        }
+        int batchSize = RequestValidator.validate(config, request);
+        request = Reshape.toBackend(config, request);
+        int level = priorityLevel(request);
+        RequestState r = new RequestState(host.nextRequestId(), request, origin, sink, batchSize, level, host.ticker().nanoTime());
+        open.put(r.id(), r);
+        ModelState s = state.get();
+        if (s != ModelState.READY) {
+            open.remove(r.id());
+            throw new BackplaneException(ErrorCode.UNAVAILABLE, "model '" + name + "' version " + version + " is "
+                    + (s == ModelState.UNLOADING ? "unloading" : "not available") + "; retry once it is loaded");
+        }
+        host.listener().requestAccepted(name, version);
+        BatchGuard q = requireNonNull(queue, "queue");
+        if (!inline.isEmpty() && q.isIdle()) {
+            for (InstanceSlot slot : inline) {
+                if (slot.tryRunInline(r)) {
+                    return r;
+                }
+            }
+        }
+        q.enqueue(r);
+        return r;
+    }
+
+    private int priorityLevel(InferenceRequest request) {
+        var db = config.dynamicBatching();
+        int levels = db == null ? 0 : db.priorityLevels();
+        if (levels == 0) {
+            return 1;
+        }
+        int p = request.priority();
+        if (p == 0) {
+            return db.defaultPriorityLevel();
+        }
+        if (p > levels) {
+            throw BackplaneException.invalid("model '" + name + "' has priority levels 1.." + levels + " but the request asked for priority " + p);
+        }
+        return p;
+    }
+
+    @Override
+    public void release(RequestState r, Outcome outcome) {
+        open.remove(r.id());
+        long end = host.ticker().nanoTime();
+        long dispatched = r.dispatchNanos();
+        long queued = dispatched == 0 ? end - r.arrivalNanos() : dispatched - r.arrivalNanos();
+        long compute = dispatched == 0 ? 0 : end - dispatched;
+        host.listener().requestEnded(name, version, outcome, Math.max(0, queued), Math.max(0, compute));
+        if (state.get() == ModelState.UNLOADING && open.isEmpty()) {
+            synchronized (drained) {
+                drained.notifyAll();
+            }
+        }
+    }
+
+    @Override
+    public void withdrawn(RequestState r) {
+        BatchGuard q = queue;
+        if (q != null) {
+            q.cancelled(r);
+        }
+    }
+
+    /** Ids of the open requests: the holds on this version. */
+    Set<Long> openIds() {
+        return Set.copyOf(open.keySet());
+    }
+
+    /** The open requests now (a snapshot). */
+    List<RequestState> openRequests() {
+        return List.copyOf(open.values());
+    }
+
+    boolean isDrained() {
+        return open.isEmpty();
+    }
+
+    /** Waits, while unloading, until no hold is left or the deadline ({@link System#nanoTime}) passes. */
+    void awaitDrained(long deadline) {
+        synchronized (drained) {
+            long left;
+            while (!open.isEmpty() && (left = deadline - System.nanoTime()) > 0) {
+                try {
+                    TimeUnit.NANOSECONDS.timedWait(drained, left);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    break;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,69 @@
+package io.backplane.core.internal;
+
+import static java.util.Objects.requireNonNull;
+
+import io.backplane.spi.host.HostListener;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.Consumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The host's listeners as one: every call fans out to each registered listener, and a listener
+ * that throws is logged and skipped, never reaching the request or worker that reported the
+ * event (B8). Listeners may be added while requests run. Thread-safe.
+ */
+final class Listeners implements HostListener {
+    private static final Logger log = LoggerFactory.getLogger(Listeners.class);
+
+    private final List<HostListener> targets = new CopyOnWriteArrayList<>();
+
+    Listeners(List<HostListener> initial) {
+        targets.addAll(initial);
+    }
+
+    void add(HostListener l) {
+        targets.add(requireNonNull(l, "listener is null"));
+    }
+
+    private void each(Consumer<HostListener> call) {
+        for (HostListener l : targets) {
+            try {
+                call.accept(l);
+            } catch (RuntimeException e) {
+                log.warn("host listener {} failed", l, e);
+            }
+        }
+    }
+
+    @Override
+    public void requestAccepted(String model, long version) {
+        each(l -> l.requestAccepted(model, version));
+    }
+
+    @Override
+    public void requestEnded(String model, long version, Outcome outcome, long queueNanos, long computeNanos) {
+        each(l -> l.requestEnded(model, version, outcome, queueNanos, computeNanos));
+    }
+
+    @Override
+    public void requestRejected(String model, Outcome outcome) {
+        each(l -> l.requestRejected(model, outcome));
+    }
+
+    @Override
+    public void batchExecuted(String model, long version, int requests, int batchSize) {
+        each(l -> l.batchExecuted(model, version, requests, batchSize));
+    }
+
+    @Override
+    public void instanceRestarted(String model, long version, String instance) {
+        each(l -> l.instanceRestarted(model, version, instance));
+    }
+
+    @Override
+    public void duplicateReleaseSuppressed(String model, long version) {
+        each(l -> l.duplicateReleaseSuppressed(model, version));
+    }
+}
