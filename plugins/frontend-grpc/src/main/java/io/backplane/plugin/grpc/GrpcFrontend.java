@@ -2,16 +2,21 @@ package io.backplane.plugin.grpc;
 
 import static java.util.Objects.requireNonNull;
 
+import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.spi.host.Frontend;
 import io.backplane.spi.host.InferenceService;
 import io.grpc.Server;
+import io.grpc.ServerCredentials;
+import io.grpc.TlsServerCredentials;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
 import io.grpc.netty.shaded.io.netty.channel.EventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.nio.NioIoHandler;
 import io.grpc.netty.shaded.io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.grpc.netty.shaded.io.netty.util.concurrent.DefaultThreadFactory;
+import java.io.IOException;
 import java.net.InetSocketAddress;
+import java.nio.file.Path;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
@@ -35,6 +40,8 @@ final class GrpcFrontend implements Frontend {
     private final InferenceService service;
     private final GrpcOptions options;
     private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
+    /** Regions registered through this frontend; unmapped at close (after open calls end). */
+    private final SystemSharedMemory shm = new SystemSharedMemory();
     private @Nullable Server server;
     private @Nullable EventLoopGroup boss;
     private @Nullable EventLoopGroup workers;
@@ -60,18 +67,46 @@ final class GrpcFrontend implements Frontend {
             return t;
         });
         try {
-            server = NettyServerBuilder.forAddress(new InetSocketAddress(options.host(), options.port()))
+            InetSocketAddress address = new InetSocketAddress(options.host(), options.port());
+            NettyServerBuilder builder = options.sslCert() == null ? NettyServerBuilder.forAddress(address)
+                    : NettyServerBuilder.forAddress(address, credentials(options));
+            if (options.maxConnectionIdleMillis() > 0) {
+                builder.maxConnectionIdle(options.maxConnectionIdleMillis(), TimeUnit.MILLISECONDS);
+            }
+            if (options.maxConnectionAgeMillis() > 0) {
+                builder.maxConnectionAge(options.maxConnectionAgeMillis(), TimeUnit.MILLISECONDS)
+                        .maxConnectionAgeGrace(options.maxConnectionAgeGraceMillis(), TimeUnit.MILLISECONDS);
+            }
+            server = builder.keepAliveTime(options.keepaliveTimeMillis(), TimeUnit.MILLISECONDS)
+                    .keepAliveTimeout(options.keepaliveTimeoutMillis(), TimeUnit.MILLISECONDS)
+                    .permitKeepAliveTime(options.permitKeepaliveTimeMillis(), TimeUnit.MILLISECONDS)
+                    .permitKeepAliveWithoutCalls(options.permitKeepaliveWithoutCalls())
+                    .handshakeTimeout(options.handshakeTimeoutMillis(), TimeUnit.MILLISECONDS)
+                    .intercept(new RestrictedProtocol(options.restricted()))
                     .bossEventLoopGroup(boss).workerEventLoopGroup(workers).channelType(NioServerSocketChannel.class)
                     .directExecutor()
                     .maxInboundMessageSize(options.maxMessageBytes())
-                    .addService(new GrpcInferenceService(service, admin))
+                    .addService(new GrpcInferenceService(service, admin, shm))
                     .build().start();
         } catch (Exception | Error e) {
             close();
             throw e;
         }
-        endpoint = "grpc://" + options.host() + ":" + requireNonNull(server).getPort();
+        endpoint = (options.sslCert() == null ? "grpc://" : "grpcs://") + options.host() + ":" + requireNonNull(server).getPort();
         log.info("grpc frontend serving at {} (max message {} bytes, {} event loops)", endpoint, options.maxMessageBytes(), options.threads());
+    }
+
+    private static ServerCredentials credentials(GrpcOptions o) throws IOException {
+        TlsServerCredentials.Builder b = TlsServerCredentials.newBuilder()
+                .keyManager(requireNonNull(o.sslCert()).toFile(), requireNonNull(o.sslKey()).toFile());
+        Path root = o.sslRootCert();
+        if (root != null) {
+            b.trustManager(root.toFile());
+        }
+        if (o.sslMutual()) {
+            b.clientAuth(TlsServerCredentials.ClientAuth.REQUIRE);
+        }
+        return b.build();
     }
 
     @Override
@@ -121,6 +156,7 @@ final class GrpcFrontend implements Frontend {
                 Thread.currentThread().interrupt();
             }
         }
+        shm.close();
         log.info("grpc frontend at {} closed", endpoint);
     }
 }

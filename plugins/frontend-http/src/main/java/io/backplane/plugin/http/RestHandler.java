@@ -4,6 +4,8 @@ import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.backplane.protocol.ModelVersions;
 import io.backplane.protocol.ProtocolErrors;
+import io.backplane.protocol.RestrictedApis;
+import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
@@ -44,9 +46,12 @@ import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.jspecify.annotations.Nullable;
@@ -62,16 +67,74 @@ import org.slf4j.LoggerFactory;
 final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
     private static final Logger log = LoggerFactory.getLogger(RestHandler.class);
     static final AsciiString HEADER_LENGTH = AsciiString.cached("Inference-Header-Content-Length");
-    static final List<String> EXTENSIONS = List.of("binary_tensor_data", "model_repository", "model_configuration", "parameters", "generate");
+    static final List<String> EXTENSIONS = List.of("binary_tensor_data", "model_repository", "model_configuration", "parameters", "generate", "system_shared_memory");
 
     private final InferenceService service;
     private final ExecutorService admin;
     private final AtomicInteger inFlight;
+    private final SystemSharedMemory shm;
+    private final RestrictedApis restricted;
+    private final Set<Reply> open = ConcurrentHashMap.newKeySet();
+    private final Object idle = new Object();
+    private volatile boolean draining;
 
-    RestHandler(InferenceService service, ExecutorService admin, AtomicInteger inFlight) {
+    RestHandler(InferenceService service, ExecutorService admin, AtomicInteger inFlight, SystemSharedMemory shm, RestrictedApis restricted) {
         this.service = service;
+        this.shm = shm;
         this.admin = admin;
         this.inFlight = inFlight;
+        this.restricted = restricted;
+    }
+
+    /** From now on, new requests are answered 503 and their connections closed. */
+    void drain() {
+        draining = true;
+    }
+
+    /** Waits up to {@code millis} for every open request to be answered; whether none is open. */
+    boolean awaitIdle(long millis) {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+        synchronized (idle) {
+            while (!open.isEmpty()) {
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    return false;
+                }
+                try {
+                    TimeUnit.NANOSECONDS.timedWait(idle, left);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return open.isEmpty();
+                }
+            }
+            return true;
+        }
+    }
+
+    /** Answers every open request 503 (an event stream under way is ended and its connection closed); how many. */
+    int failOpen(String message) {
+        int n = 0;
+        for (Reply r : List.copyOf(open)) {
+            if (r.streaming) {
+                if (r.finishStream()) {
+                    r.ctx.writeAndFlush(LastHttpContent.EMPTY_LAST_CONTENT).addListener(ChannelFutureListener.CLOSE);
+                    n++;
+                }
+            } else if (r.sendClosing(Responses.error(HttpResponseStatus.SERVICE_UNAVAILABLE, message, false))) {
+                n++;
+            }
+        }
+        return n;
+    }
+
+    private void ended(Reply r) {
+        inFlight.decrementAndGet();
+        open.remove(r);
+        if (draining && open.isEmpty()) {
+            synchronized (idle) {
+                idle.notifyAll();
+            }
+        }
     }
 
     /** One request's single reply. */
@@ -79,11 +142,13 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         final ChannelHandlerContext ctx;
         final boolean keepAlive;
         private final AtomicBoolean done = new AtomicBoolean();
+        volatile boolean streaming;
 
         Reply(ChannelHandlerContext ctx, boolean keepAlive) {
             this.ctx = ctx;
             this.keepAlive = keepAlive;
             inFlight.incrementAndGet();
+            open.add(this);
         }
 
         void send(FullHttpResponse response) {
@@ -96,7 +161,18 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
             if (!keepAlive) {
                 f.addListener(ChannelFutureListener.CLOSE);
             }
-            inFlight.decrementAndGet();
+            ended(this);
+        }
+
+        /** Sends {@code response} and closes the connection, unless a reply was already sent. */
+        boolean sendClosing(FullHttpResponse response) {
+            if (!done.compareAndSet(false, true)) {
+                response.release();
+                return false;
+            }
+            ctx.writeAndFlush(response).addListener(ChannelFutureListener.CLOSE);
+            ended(this);
+            return true;
         }
 
         void fail(Throwable t) {
@@ -106,7 +182,7 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         /** Marks the reply done without a full response (an event stream ended). */
         boolean finishStream() {
             if (done.compareAndSet(false, true)) {
-                inFlight.decrementAndGet();
+                ended(this);
                 return true;
             }
             return false;
@@ -118,7 +194,11 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         boolean keepAlive = HttpUtil.isKeepAlive(req);
         Reply reply = new Reply(ctx, keepAlive);
         if (!req.decoderResult().isSuccess()) {
-            reply.send(Responses.error(HttpResponseStatus.BAD_REQUEST, "malformed HTTP request: " + req.decoderResult().cause(), false));
+            reply.sendClosing(Responses.error(HttpResponseStatus.BAD_REQUEST, "malformed HTTP request: " + req.decoderResult().cause(), false));
+            return;
+        }
+        if (draining) {
+            reply.sendClosing(Responses.error(HttpResponseStatus.SERVICE_UNAVAILABLE, "the server is shutting down; send the request to another replica", false));
             return;
         }
         try {
@@ -149,6 +229,13 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         if (n == 0 || !seg.get(0).equals("v2")) {
             throw notFound(path);
         }
+        if (!restricted.isEmpty()) {
+            String refusal = restricted.refusal(RestrictedApis.restApi(seg.subList(1, n)), h -> req.headers().get(h));
+            if (refusal != null) {
+                reply.send(Responses.error(HttpResponseStatus.FORBIDDEN, refusal, reply.keepAlive));
+                return;
+            }
+        }
         if (n == 1) {
             requireMethod(m, HttpMethod.GET, path);
             reply.send(Responses.json(HttpResponseStatus.OK, serverMetadata(), reply.keepAlive));
@@ -164,9 +251,87 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
                 reply.send(Responses.empty(ok ? HttpResponseStatus.OK : HttpResponseStatus.SERVICE_UNAVAILABLE, reply.keepAlive));
             }
             case "repository" -> repository(req, seg, path, reply);
+            case "systemsharedmemory" -> systemSharedMemory(req, seg, path, reply);
+            case "cudasharedmemory" -> throw new BackplaneException(ErrorCode.UNSUPPORTED,
+                    "CUDA shared memory is not supported by this server; use system shared memory (/v2/systemsharedmemory)");
             case "models" -> model(req, seg, path, reply);
             default -> throw notFound(path);
         }
+    }
+
+    /** {@code /v2/systemsharedmemory[/region/<r>]/{status,register,unregister}}, as Triton. */
+    private void systemSharedMemory(FullHttpRequest req, List<String> seg, String path, Reply reply) {
+        int n = seg.size();
+        String region;
+        if (n == 3) {
+            region = null;
+        } else if (n == 5 && seg.get(2).equals("region")) {
+            region = seg.get(3);
+        } else {
+            throw notFound(path);
+        }
+        switch (seg.get(n - 1)) {
+            case "status" -> {
+                requireMethod(req.method(), HttpMethod.GET, path);
+                ByteBuf out = Unpooled.buffer(128);
+                try (JsonGenerator g = Json.generator(out)) {
+                    g.writeStartArray();
+                    for (SystemSharedMemory.RegionStatus r : shm.status(region)) {
+                        g.writeStartObject();
+                        g.writeStringField("name", r.name());
+                        g.writeStringField("key", r.key());
+                        g.writeNumberField("offset", r.offset());
+                        g.writeNumberField("byte_size", r.byteSize());
+                        g.writeEndObject();
+                    }
+                    g.writeEndArray();
+                } catch (IOException e) {
+                    out.release();
+                    throw new UncheckedIOException(e);
+                } catch (RuntimeException e) {
+                    out.release();
+                    throw e;
+                }
+                reply.send(Responses.json(HttpResponseStatus.OK, out, reply.keepAlive));
+            }
+            case "register" -> {
+                requireMethod(req.method(), HttpMethod.POST, path);
+                if (region == null) {
+                    throw notFound(path);
+                }
+                JsonNode body = InferCodec.readJson(req.content());
+                JsonNode key = body.get("key");
+                if (key == null || !key.isTextual()) {
+                    throw BackplaneException.invalid("register shared-memory region '" + region + "': 'key' (a string) is required");
+                }
+                shm.register(region, key.asText(), longField(body, "offset", 0), longField(body, "byte_size", -1));
+                reply.send(Responses.empty(HttpResponseStatus.OK, reply.keepAlive));
+            }
+            case "unregister" -> {
+                requireMethod(req.method(), HttpMethod.POST, path);
+                if (region == null) {
+                    shm.unregisterAll();
+                } else {
+                    shm.unregister(region);
+                }
+                reply.send(Responses.empty(HttpResponseStatus.OK, reply.keepAlive));
+            }
+            default -> throw notFound(path);
+        }
+    }
+
+    private static long longField(JsonNode body, String field, long absent) {
+        JsonNode v = body.get(field);
+        if (v == null) {
+            if (absent < 0) {
+                throw BackplaneException.invalid("register shared-memory region: '" + field + "' is required");
+            }
+            return absent;
+        }
+        if (!v.canConvertToLong() || !v.isIntegralNumber()) {
+            throw BackplaneException.invalid("register shared-memory region: '" + field + "' must be an integer, not " + v);
+        }
+        return v.asLong();
     }
 
     private void model(FullHttpRequest req, List<String> seg, String path, Reply reply) {
@@ -231,8 +396,14 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
                 throw BackplaneException.invalid("Inference-Header-Content-Length " + headerLength + " is negative");
             }
         }
-        InferCodec.Parsed parsed = InferCodec.parse(model, version, req.content(), headerLength);
-        CompletableFuture<InferenceResponse> f = service.infer(parsed.request());
+        InferCodec.Parsed parsed = InferCodec.parse(model, version, req.content(), headerLength, shm);
+        CompletableFuture<InferenceResponse> f;
+        try {
+            f = service.infer(parsed.request());
+        } catch (RuntimeException e) {
+            parsed.release();
+            throw e;
+        }
         GenericFutureListener<ChannelFuture> onClose = cf -> f.cancel(false);
         ChannelFuture closeFuture = reply.ctx.channel().closeFuture();
         if (!f.isDone()) {
@@ -241,6 +412,7 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         f.whenComplete((r, e) -> {
             closeFuture.removeListener(onClose);
             if (e != null) {
+                parsed.release();
                 reply.fail(e);
                 return;
             }
@@ -260,6 +432,8 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
                 reply.send(resp);
             } catch (Throwable t) {
                 reply.fail(t);
+            } finally {
+                parsed.release();
             }
         });
     }
@@ -352,6 +526,7 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
                 if (!reply.keepAlive) {
                     head.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
                 }
+                reply.streaming = true;
                 reply.ctx.write(head);
             }
         }
