@@ -37,6 +37,7 @@ class TritonPythonModel:
             if r.has_error():
                 raise pb_utils.TritonModelException("BLS failed: " + r.error().message())
         if first == "wait_cancel":
+            pb_utils.Logger.log_info("faulty: waiting for the cancellation")  # the tests' handshake
             deadline = time.time() + 10
             while not requests[0].is_cancelled() and time.time() < deadline:
                 time.sleep(0.005)

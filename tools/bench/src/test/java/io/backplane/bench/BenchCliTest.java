@@ -13,6 +13,7 @@ import io.backplane.plugin.http.HttpFrontendFactory;
 import io.backplane.spi.host.Frontend;
 import io.backplane.spi.host.FrontendContext;
 import io.backplane.spi.host.InferenceService;
+import io.backplane.testkit.IdentityBackendFactory;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.net.ServerSocket;

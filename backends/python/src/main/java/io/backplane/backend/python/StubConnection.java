@@ -101,6 +101,8 @@ final class StubConnection {
         volatile @Nullable Thread waiter;
         volatile boolean resultSeen;
         volatile boolean abandoned;
+        /** Counted down once {@link #failAll} has ended every request of this execution. */
+        final java.util.concurrent.CountDownLatch failed = new java.util.concurrent.CountDownLatch(1);
         SharedRegion.@Nullable Block msgBlock;
 
         Execution(long id) {
@@ -633,6 +635,8 @@ final class StubConnection {
                 synchronized (e) {
                     processResult(reg, e, !e.abandoned);
                 }
+            } else {
+                awaitFailed(e);
             }
             pending = got && !decoupled ? e : null;
         } finally {
@@ -669,6 +673,25 @@ final class StubConnection {
                 return;
             }
             LockSupport.parkNanos(e, 50_000_000);
+        }
+    }
+
+    /**
+     * The stub died or stalled: the thread that noticed fails every open request (failAll), and
+     * execute must not return before that thread has ended this execution's requests, or the host
+     * would find them unanswered (L6) and answer them itself with the wrong error.
+     */
+    private void awaitFailed(Execution e) {
+        try {
+            if (e.failed.await(settings.heartbeatTimeoutMillis() + 5_000, java.util.concurrent.TimeUnit.MILLISECONDS)) {
+                return;
+            }
+        } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+        }
+        BackplaneException err = BackplaneException.unavailable(describe() + " stopped serving while requests were in flight");
+        for (Req r : e.reqs) {
+            finish(r, InferenceResponse.error(err));
         }
     }
 
@@ -1082,6 +1105,7 @@ final class StubConnection {
             for (Req r : e.reqs) {
                 finish(r, InferenceResponse.error(err));
             }
+            e.failed.countDown();
             Thread w = e.waiter;
             if (w != null) {
                 LockSupport.unpark(w);

@@ -36,6 +36,11 @@ final class Configs {
                 .output(TensorConfig.of("INFO", DataType.BYTES, 1)).build();
     }
 
+    /** {@code config} with max_batch_size 4, so that the core may hand several requests to one execute: inputs gain a batch dimension. */
+    static ModelConfig batched(ModelConfig config) {
+        return config.toBuilder().maxBatchSize(4).build();
+    }
+
     static ModelConfig named(String name) {
         return ModelConfig.builder(name).backend("python")
                 .input(TensorConfig.of("INPUT0", DataType.FP32, -1)).output(TensorConfig.of("OUTPUT0", DataType.FP32, -1)).build();

@@ -1,4 +1,4 @@
-package io.backplane.bench;
+package io.backplane.testkit;
 
 import io.backplane.spi.Backend;
 import io.backplane.spi.BackendContext;
@@ -11,6 +11,7 @@ import io.backplane.spi.ModelContext;
 import io.backplane.spi.ModelInstance;
 import io.backplane.spi.ResponseSender;
 import io.backplane.spi.ScheduledRequest;
+import io.backplane.spi.Spi;
 import io.backplane.spi.Tensor;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.InstanceKind;
@@ -20,18 +21,32 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * A trivial backend for measuring the serving path itself: each output is the input at the same
- * position, renamed (a decoupled model sends it several times, then an empty FINAL). Not registered as a service; {@link SelfBench} and tests add it in code.
+ * The identity backend: output {@code i} of the config is input {@code i} of the request,
+ * renamed, with its data shared (no copy); a decoupled model sends it {@code responses} times (a
+ * model parameter, default 3), then an empty FINAL. It measures the serving path itself in
+ * benchmarks and the load tool, and stands in for "a backend that does nothing" in tests. Not
+ * registered as a service: add it in code
+ * ({@code BackplaneHost.builder().backend(new IdentityBackendFactory())}). Stateless; every object it
+ * creates is thread-safe.
  */
 public final class IdentityBackendFactory implements BackendFactory {
-    public static final String NAME = "bench-identity";
+    /** The backend's name in a model config. */
+    public static final String NAME = "identity";
 
     @Override
     public String name() {
         return NAME;
     }
 
-    /** An identity model: IN0 to OUT0, FP32 with one variable dimension, {@code instances} CPU instances. */
+    @Override
+    public int spiVersion() {
+        return Spi.VERSION;
+    }
+
+    /**
+     * An identity model {@code name}: {@code IN0 → OUT0}, FP32 with one variable dimension, no
+     * batching, {@code instances} CPU instances.
+     */
     public static ModelConfig model(String name, int instances) {
         return ModelConfig.builder(name).backend(NAME).input(TensorConfig.of("IN0", DataType.FP32, -1))
                 .output(TensorConfig.of("OUT0", DataType.FP32, -1))
