@@ -20,6 +20,12 @@ final class Wire {
     static final byte F_WAKE = 3;
     static final byte F_ACK = 4;
     static final byte F_FINALIZE = 5;
+
+    /**
+     * Responses the stub may have sent and not yet seen acknowledged (one ACK per response): a
+     * producer faster than the host waits for credit instead of filling the socket.
+     */
+    static final int RESPONSE_CREDITS = 64;
     // Frames, stub -> host
     static final byte F_HELLO = 20;
     static final byte F_INIT_OK = 21;
