@@ -85,6 +85,9 @@ public final class PeersBenchmark {
     }
 
     public static void main(String[] args) throws Exception {
+        if (System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
+            System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn"); // DJL logs every worker's lines at INFO
+        }
         Map<String, String> opts = new LinkedHashMap<>();
         for (int i = 0; i + 1 < args.length; i += 2) {
             opts.put(args[i], args[i + 1]);
