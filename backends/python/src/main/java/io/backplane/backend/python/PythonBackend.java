@@ -6,6 +6,7 @@ import io.backplane.spi.BackplaneException;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.Model;
 import io.backplane.spi.ModelContext;
+import io.backplane.spi.config.ModelConfig;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.file.Files;
@@ -24,16 +25,19 @@ import org.slf4j.LoggerFactory;
  */
 final class PythonBackend implements Backend {
     private static final Logger log = LoggerFactory.getLogger(PythonBackend.class);
-    static final List<String> STUB_FILES = List.of("backplane_stub.py", "triton_python_backend_utils.py");
+    static final List<String> STUB_FILES = List.of("backplane_stub.py", "triton_python_backend_utils.py", "backplane_execute.py",
+            "backplane_dlpack.py", "backplane_model_config.py");
 
     private final Map<String, String> options;
     private final Path stubDirectory;
     private final Path socketDirectory;
+    private final ExecutionEnvironments environments;
 
     private PythonBackend(Map<String, String> options, Path stubDirectory, Path socketDirectory) {
         this.options = options;
         this.stubDirectory = stubDirectory;
         this.socketDirectory = socketDirectory;
+        this.environments = new ExecutionEnvironments(stubDirectory.resolve("envs"));
     }
 
     static PythonBackend create(BackendContext context) throws IOException {
@@ -71,6 +75,21 @@ final class PythonBackend implements Backend {
 
     Path socketDirectory() {
         return socketDirectory;
+    }
+
+    /**
+     * The stub settings of a model: backend options overridden by its parameters, and the
+     * interpreter of its execution environment ({@code EXECUTION_ENV_PATH}) when it names one.
+     */
+    StubSettings settingsFor(String model, ModelConfig config, Path modelDirectory) {
+        StubSettings s = StubSettings.resolve(options, config.parameters());
+        Path python = environments.interpreter(model, config.parameters(), modelDirectory);
+        return python == null ? s : s.withInterpreter(python.toString());
+    }
+
+    @Override
+    public ModelConfig autoCompleteConfig(ModelContext context) {
+        return AutoComplete.complete(this, context);
     }
 
     @Override

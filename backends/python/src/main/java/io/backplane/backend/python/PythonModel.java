@@ -28,7 +28,7 @@ final class PythonModel implements Model {
         this.backend = backend;
         this.context = context;
         ModelConfig c = context.config();
-        this.settings = StubSettings.resolve(backend.options(), c.parameters());
+        this.settings = backend.settingsFor(context.name(), c, context.modelDirectory());
         String file = c.defaultModelFilename().isEmpty() ? "model.py" : c.defaultModelFilename();
         this.modelFile = context.versionDirectory().resolve(file);
         if (!Files.isRegularFile(modelFile)) {

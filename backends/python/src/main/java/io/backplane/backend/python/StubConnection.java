@@ -548,6 +548,7 @@ final class StubConnection {
 
     /** Runs one batch; returns when the stub's execute() returned or the stub was given up. */
     void execute(List<ScheduledRequest> batch) {
+        Execution pending = null;
         regionLock.readLock().lock();
         try {
             SharedRegion reg = region;
@@ -613,9 +614,41 @@ final class StubConnection {
                     processResult(reg, e, !e.abandoned);
                 }
             }
+            pending = got && !decoupled ? e : null;
         } finally {
             current = null;
             regionLock.readLock().unlock();
+        }
+        if (pending != null) {
+            awaitSenders(pending);
+        }
+    }
+
+    /**
+     * A plain model may return None from execute() and send a request's one response and FINAL
+     * later through its response sender (Triton allows it): the batch is not over until each
+     * request ended, so the core's missing-response rule (L6) sees only real omissions. A
+     * cancelled request ends at once with CANCELLED. Ends early when the host interrupts the
+     * worker (unload, watchdog) or the stub dies; those paths fail what is still open.
+     */
+    private void awaitSenders(Execution e) {
+        while (!dead.get() && !e.abandoned && !Thread.currentThread().isInterrupted()) {
+            boolean open = false;
+            for (Req r : e.reqs) {
+                if (!r.hostDone.get() && r.sr.isCancelled()) {
+                    // The client gave up: end it now; a late FINAL from the stub is dropped. Its memory
+                    // stays quarantined until the stub sends that FINAL or ends.
+                    finish(r, InferenceResponse.error(new BackplaneException(ErrorCode.CANCELLED, "request " + r.sr.id()
+                            + " was cancelled while " + describe() + " had yet to answer it through its response sender")));
+                }
+                if (!r.hostDone.get()) {
+                    open = true;
+                }
+            }
+            if (!open) {
+                return;
+            }
+            LockSupport.parkNanos(e, 50_000_000);
         }
     }
 
@@ -788,8 +821,7 @@ final class StubConnection {
                 throw Wire.protocol("output '" + name + "': " + ex.getMessage());
             }
         }
-        in.str(); // response parameters (JSON) are not forwarded yet
-        return InferenceResponse.of(outs);
+        return InferenceResponse.of(outs, StubJson.parameters(in.str()));
     }
 
     private void onResponseFrame(MemorySegment payload) {
@@ -874,6 +906,10 @@ final class StubConnection {
             log.debug("{}: request {} had already ended", tag, r.sr.id(), ex);
         }
         Execution e = r.exec;
+        Thread w = decoupled ? null : e.waiter;
+        if (w != null && w != Thread.currentThread()) {
+            LockSupport.unpark(w); // awaitSenders
+        }
         if (e.resultSeen && allSettled(e)) {
             executions.remove(e.id, e);
         }
@@ -1061,13 +1097,16 @@ final class StubConnection {
                 : "exited with code " + code + (code > 128 ? " (signal " + (code - 128) + ")" : "");
         try {
             failAll(BackplaneException.unavailable(describe() + " " + reason + " while requests were in flight"));
+            Thread r = reader;
+            if (r != null && r != Thread.currentThread()) {
+                r.join(2000); // the reader drains what the stub wrote last (e.g. finalize's log lines), then sees EOF
+            }
             closeQuietly(channel);
             Thread w = writer;
             if (w != null && w != Thread.currentThread()) {
                 w.interrupt();
                 w.join(5000);
             }
-            Thread r = reader;
             if (r != null && r != Thread.currentThread()) {
                 r.join(5000);
             }

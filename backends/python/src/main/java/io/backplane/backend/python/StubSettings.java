@@ -23,6 +23,12 @@ record StubSettings(String interpreter, long shmInitialBytes, long shmMaxBytes, 
     static final String RESTART_BACKOFF_MAX = "restart_backoff_max_ms";
     static final String SPIN = "spin_us";
 
+    /** These settings with another interpreter (an execution environment's). */
+    StubSettings withInterpreter(String path) {
+        return new StubSettings(path, shmInitialBytes, shmMaxBytes, startupTimeoutMillis, executeTimeoutMillis, heartbeatIntervalMillis,
+                heartbeatTimeoutMillis, stallKillMillis, finalizeTimeoutMillis, restartBackoffMaxMillis, spinMicros);
+    }
+
     static StubSettings resolve(Map<String, String> backendOptions, Map<String, String> modelParameters) {
         Lookup l = new Lookup(backendOptions, modelParameters);
         StubSettings s = new StubSettings(l.string(INTERPRETER, "python3"), l.number(SHM_INITIAL, 4L << 20),

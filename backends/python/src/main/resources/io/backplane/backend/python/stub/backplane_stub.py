@@ -6,12 +6,15 @@ shared-memory region, with sequence words in a control block that both sides spi
 before blocking on the socket.
 """
 
+import asyncio
 import bisect
 import collections
 import faulthandler
+import gc
 import json
 import mmap
 import os
+import queue
 import select
 import signal
 import socket
@@ -24,6 +27,7 @@ import traceback
 import numpy as np
 
 import triton_python_backend_utils as pb_utils
+import backplane_execute
 
 # Frame types, host -> stub
 F_INIT, F_PING, F_WAKE, F_ACK, F_FINALIZE = 1, 2, 3, 4, 5
@@ -39,6 +43,7 @@ MAGIC = 0x42504C4E50594731  # "BPLNPYG1"
 WIRE_TO_NUMPY = [np.bool_, np.uint8, np.uint16, np.uint32, np.uint64, np.int8, np.int16, np.int32, np.int64,
                  np.float16, np.uint16, np.float32, np.float64, np.object_]
 WIRE_BYTES = 13
+WIRE_BF16 = 10
 NUMPY_TO_WIRE = {np.dtype(t): i for i, t in enumerate(WIRE_TO_NUMPY) if i not in (10, WIRE_BYTES)}
 
 # pb_utils.TritonError code -> wire error code (io.backplane.spi.ErrorCode ordinal)
@@ -214,6 +219,9 @@ class Runtime:
         self.model_name = ""
         self.decoupled = False
         self.ctl = None
+        self.loop = backplane_execute.EventLoop(self.log)
+        self.dropped_senders = queue.SimpleQueue()
+        self.left_open = False
 
     # ---- socket ----
     def send_frame(self, ftype, payload=b""):
@@ -309,8 +317,11 @@ class Runtime:
 
     # ---- encoding responses ----
     def write_tensor(self, out, t, blocks):
-        arr = t.as_numpy()
-        if arr.dtype == np.object_:
+        arr = t._array
+        if t._bf16:
+            code = WIRE_BF16
+            data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+        elif arr.dtype == np.object_:
             code = WIRE_BYTES
             data = pb_utils.serialize_byte_tensor(arr)
         else:
@@ -448,85 +459,58 @@ class Runtime:
                 t = new_tensor(Ten)
                 t._name = name
                 t._array = arr
+                t._bf16 = code == WIRE_BF16
                 inputs.append(t)
             req._inputs = inputs
             req._sender = None
             req._closed = False
             req._exec_id = exec_id
             req._index = index
+            req._executing = True
+            req._final = None
             requests.append(req)
         return exec_id, requests
 
     def run_execute(self, exec_id, requests):
         """Runs execute() and returns the result message (bytes) plus its blocks."""
         blocks = []
-        outcome = [None] * len(requests)  # per request: None (still open), InferenceResponse, or (code, msg)
+        ret, error = None, None
         try:
             ret = self.model.execute(requests)
-            if self.decoupled:
-                if ret is not None:
-                    raise pb_utils.TritonModelException(
-                        "execute() of a decoupled model must return None and answer through the response senders; "
-                        "it returned %s" % type(ret).__name__)
-            elif ret is None:
-                for i, req in enumerate(requests):
-                    if not req._closed:
-                        outcome[i] = (EC_INTERNAL, "execute() returned None and request '%s' got no response through "
-                                      "its response sender; return a list with one InferenceResponse per request"
-                                      % req._request_id)
-            elif not isinstance(ret, (list, tuple)):
-                raise pb_utils.TritonModelException(
-                    "execute() must return a list of InferenceResponse, one per request; it returned %s"
-                    % type(ret).__name__)
-            elif len(ret) != len(requests):
-                raise pb_utils.TritonModelException(
-                    "execute() returned %d responses for %d requests; return exactly one InferenceResponse per request"
-                    % (len(ret), len(requests)))
-            else:
-                for i, resp in enumerate(ret):
-                    if requests[i]._closed:
-                        continue
-                    if not isinstance(resp, pb_utils.InferenceResponse):
-                        outcome[i] = (EC_INTERNAL, "execute() returned a %s for request '%s' instead of an "
-                                      "InferenceResponse" % (type(resp).__name__, requests[i]._request_id))
-                    else:
-                        outcome[i] = resp
-        except Exception as e:
-            tb = traceback.format_exc()
-            self.log(pb_utils.LogLevel.ERROR, "execute() raised for model '%s':\n%s" % (self.model_name, tb))
-            msg = "Failed to process the request(s) for model '%s', message: %s: %s" % (
-                self.model_name, type(e).__name__, e)
-            for i in range(len(requests)):
-                if not isinstance(outcome[i], pb_utils.InferenceResponse):
-                    outcome[i] = (EC_INTERNAL, msg)
+            if asyncio.iscoroutine(ret):
+                if self.decoupled:
+                    self.loop.submit(ret, backplane_execute.finish_in_background(self, requests))
+                    ret = None
+                else:
+                    ret = self.loop.run(ret)
+        except BaseException as e:  # SystemExit and KeyboardInterrupt of model code fail the requests, not the stub
+            error = e
+            self.log(pb_utils.LogLevel.ERROR, "execute() raised for model '%s':\n%s" % (self.model_name, traceback.format_exc()))
+        if self.decoupled:
+            outcomes = backplane_execute.decoupled_outcomes(self, requests, ret, error)
+        else:
+            outcomes = backplane_execute.plain_outcomes(self, requests, ret, error)
+            self.left_open = any(o[0] == "open" for o in outcomes)
         out = bytearray()
         out += _u32.pack(self.gen)
         out += _u64.pack(exec_id)
         out += struct.pack("<H", len(requests))
-        for i, req in enumerate(requests):
-            o = outcome[i]
-            sender = req._sender
-            if o is None:
-                out.append(2 if req._closed else 0)
-                continue
-            # This result closes the request: later sends from Python raise.
-            if sender is not None:
-                with sender._lock:
-                    already = sender._closed
-                    sender._closed = True
-            else:
-                already = req._closed
-            req._closed = True
-            if already:
+        for req, o in zip(requests, outcomes):
+            kind = o[0]
+            if kind == "open":
+                out.append(0)
+            elif kind == "closed":
                 out.append(2)
-                continue
-            out.append(1)
-            if isinstance(o, tuple):
-                self.write_error(out, o[0], o[1])
+            elif kind == "error":
+                _close_sender(req)
+                out.append(1)
+                self.write_error(out, EC_INTERNAL, o[1])
             else:
+                _close_sender(req)
+                out.append(1)
+                mark = len(out)
                 try:
-                    mark = len(out)
-                    self.write_response(out, o, blocks)
+                    self.write_response(out, o[1], blocks)
                 except Exception as e:
                     del out[mark:]
                     self.write_error(out, EC_INTERNAL, "response for request '%s' could not be sent: %s: %s"
@@ -535,6 +519,13 @@ class Runtime:
         self.arena.chunks[c][0][off:off + len(out)] = out
         blocks.append((c, off, size))
         return c, off, len(out), blocks
+
+    def close_request(self, req, response):
+        """The FINAL of a plain model's request, from its response sender (the sender's lock is held)."""
+        if req._executing:
+            req._final = response  # execute() has not returned: its result carries the response
+        else:
+            self.send_response(req, response, True)
 
     def main_loop(self):
         ctl = self.ctl
@@ -576,6 +567,12 @@ class Runtime:
             self.fence()
             if ctl[W_HOST_WAITING]:
                 self.send_frame(F_WAKE_HOST)
+            if self.left_open:
+                # Plain requests were left to their response senders: a young-generation collection finds a
+                # sender the model already dropped, so its request ends now (see end_dropped_senders).
+                self.left_open = False
+                requests = None
+                gc.collect(0)
 
     def reader_loop(self):
         buf = bytearray()
@@ -643,20 +640,67 @@ def watch_parent():
     os._exit(4)
 
 
-def load_model(path):
+def _close_sender(req):
+    """The result carries this request's FINAL: later sends from Python raise."""
+    req._closed = True
+    sender = req._sender
+    if sender is not None:
+        with sender._lock:
+            sender._closed = True
+
+
+def load_model(path, version_dir):
+    """Imports model.py as the package "model" rooted at its version folder, so that it can import its
+    sibling files both ways (``import helper`` and ``from . import helper``), as under Triton."""
     import importlib.util
-    spec = importlib.util.spec_from_file_location("model", path)
+    if version_dir not in sys.path:
+        sys.path.insert(0, version_dir)
+    spec = importlib.util.spec_from_file_location("model", path, submodule_search_locations=[version_dir])
     module = importlib.util.module_from_spec(spec)
     sys.modules["model"] = module
     spec.loader.exec_module(module)
     if not hasattr(module, "TritonPythonModel"):
         raise pb_utils.TritonModelException("%s defines no class TritonPythonModel" % path)
-    return module.TritonPythonModel()
+    return module.TritonPythonModel
+
+
+def isolate_process_state():
+    """Model code sees the process an embedded interpreter gives it (as under Triton), not the stub's flags."""
+    sys.argv = [""]
+
+
+def auto_complete(opts):
+    """Runs TritonPythonModel.auto_complete_config once (its own short-lived process) and writes the result."""
+    isolate_process_state()
+    with open(opts["--auto-complete"], "r", encoding="utf-8") as f:
+        request = json.load(f)
+    out_path = opts["--out"]
+    try:
+        cls = load_model(request["model_file"], request["version_dir"])
+        config = pb_utils.ModelConfig(request["config"], request.get("declared_decoupled"))
+        if hasattr(cls, "auto_complete_config"):
+            result = cls.auto_complete_config(config)
+            if not isinstance(result, pb_utils.ModelConfig):
+                raise pb_utils.TritonModelException(
+                    "auto_complete_config() must return the pb_utils.ModelConfig it was given, it returned %s"
+                    % type(result).__name__)
+            config = result
+        answer = {"config": config.as_dict()}
+    except BaseException as e:
+        answer = {"error": "%s: %s" % (type(e).__name__, e), "traceback": traceback.format_exc()}
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump(answer, f)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def main():
     argv = sys.argv[1:]
     opts = dict(zip(argv[0::2], argv[1::2]))
+    if "--auto-complete" in opts:
+        auto_complete(opts)
+    isolate_process_state()
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1 <pid>: dump Python stacks to the host log
     threading.Thread(target=watch_parent, name="backplane-parent-watch", daemon=True).start()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -683,10 +727,9 @@ def main():
         raise ProtocolError("shared-memory control block has a bad magic number")
     del mm0
     try:
-        sys.path.insert(0, init["version_dir"])
-        rt.model = load_model(init["model_file"])
+        rt.model = load_model(init["model_file"], init["version_dir"])()
         if hasattr(rt.model, "initialize"):
-            rt.model.initialize(init["args"])
+            backplane_execute.call_model(rt.loop, rt.model.initialize, init["args"])
     except BaseException as e:
         tb = traceback.format_exc()
         rt.send_frame(F_INIT_ERR, ("%s: %s\n%s" % (type(e).__name__, e, tb)).encode("utf-8", "replace"))
@@ -695,6 +738,8 @@ def main():
         os._exit(1)
     rt.send_frame(F_INIT_OK)
     threading.Thread(target=rt.reader_loop, name="backplane-stub-reader", daemon=True).start()
+    threading.Thread(target=backplane_execute.end_dropped_senders, args=(rt,), name="backplane-stub-senders",
+                     daemon=True).start()
     try:
         rt.main_loop()
     except BaseException:
@@ -704,7 +749,7 @@ def main():
         os._exit(5)
     try:
         if hasattr(rt.model, "finalize"):
-            rt.model.finalize()
+            backplane_execute.call_model(rt.loop, rt.model.finalize)
     except BaseException:
         rt.log(pb_utils.LogLevel.ERROR, "finalize() raised for model '%s':\n%s" % (rt.model_name, traceback.format_exc()))
     try:

@@ -10,7 +10,11 @@ import threading
 
 import numpy as np
 
+import backplane_dlpack as _dlpack
+
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
 TRITONSERVER_REQUEST_RELEASE_ALL = 1
 TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
 
@@ -122,8 +126,12 @@ def _to_object_array(array):
 
 
 class Tensor:
-    """A named numpy array. Inputs are views of the instance's shared memory (no copy)."""
-    __slots__ = ("_name", "_array")
+    """A named numpy array. Inputs are views of the instance's shared memory (no copy).
+
+    BF16 tensors hold their raw 16-bit patterns (numpy has no bfloat16); as in Triton, they are
+    reached through DLPack (``to_dlpack``/``from_dlpack``, e.g. with torch), not ``as_numpy``.
+    """
+    __slots__ = ("_name", "_array", "_bf16")
 
     def __init__(self, name, array, *args):
         if not isinstance(name, str):
@@ -136,36 +144,42 @@ class Tensor:
             raise TritonModelException("Tensor '%s': numpy dtype %s has no Triton datatype" % (name, array.dtype))
         self._name = name
         self._array = array
+        self._bf16 = False
 
     def name(self):
         return self._name
 
     def as_numpy(self):
+        if self._bf16:
+            raise TritonModelException("Tensor '%s' is BF16, which numpy cannot represent; use to_dlpack() "
+                                       "(e.g. torch.utils.dlpack.from_dlpack(tensor.to_dlpack()))" % self._name)
         return self._array
 
     def shape(self):
         return list(self._array.shape)
 
     def triton_dtype(self):
-        return numpy_to_triton_type(self._array.dtype)
+        return TYPE_BF16 if self._bf16 else numpy_to_triton_type(self._array.dtype)
 
     def is_cpu(self):
         return True
 
     def to_dlpack(self):
-        if self._array.dtype == np.object_:
-            raise TritonModelException("Tensor '%s': BYTES tensors cannot be exported with DLPack" % self._name)
-        return self._array.__dlpack__()
+        return _dlpack.to_dlpack(self)
+
+    def __dlpack__(self, *args, **kwargs):
+        return self.to_dlpack()
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU, device 0
 
     @staticmethod
     def from_dlpack(name, dlpack_tensor):
-        if not hasattr(dlpack_tensor, "__dlpack__"):
-            raise TritonModelException("Tensor.from_dlpack('%s'): pass an object with __dlpack__ (e.g. a torch tensor);"
-                                       " raw PyCapsules are not supported by numpy" % name)
-        return Tensor(name, np.from_dlpack(dlpack_tensor))
+        return _dlpack.from_dlpack(name, dlpack_tensor)
 
     def __repr__(self):
-        return "Tensor(%r, dtype=%s, shape=%s)" % (self._name, self._array.dtype, list(self._array.shape))
+        return "Tensor(%r, dtype=%s, shape=%s)" % (self._name, "BF16" if self._bf16 else self._array.dtype,
+                                                  list(self._array.shape))
 
 
 class InferenceResponse:
@@ -182,12 +196,7 @@ class InferenceResponse:
             error = TritonError(str(error))
         self._outputs = list(output_tensors)
         self._error = error
-        if parameters is None:
-            self._parameters = "{}"
-        elif isinstance(parameters, str):
-            self._parameters = parameters
-        else:
-            self._parameters = json.dumps(parameters)
+        self._parameters = _response_parameters(parameters)
 
     def output_tensors(self):
         return self._outputs
@@ -202,32 +211,86 @@ class InferenceResponse:
         return self._parameters
 
 
+def _response_parameters(parameters):
+    """Response parameters as a JSON object string; keys are str, values bool, int, float or str (as in Triton)."""
+    if parameters is None:
+        return "{}"
+    if isinstance(parameters, str):
+        try:
+            decoded = json.loads(parameters)
+        except ValueError as e:
+            raise TritonModelException("InferenceResponse parameters are not valid JSON: %s" % e)
+    else:
+        decoded = parameters
+    if not isinstance(decoded, dict):
+        raise TritonModelException("InferenceResponse parameters must be a dict (or its JSON), got %s"
+                                   % type(decoded).__name__)
+    for key, value in decoded.items():
+        if not isinstance(key, str):
+            raise TritonModelException("Expect parameters keys to have type str, found type %s" % type(key))
+        if not isinstance(value, (bool, int, float, str)):
+            raise TritonModelException("Expect parameters values to have type bool/int/float/str, found type %s"
+                                       % type(value))
+    return parameters if isinstance(parameters, str) else json.dumps(parameters)
+
+
 class InferenceResponseSender:
-    """Sends the responses of one request; usable from any thread."""
-    __slots__ = ("_request", "_lock", "_closed")
+    """Sends the responses of one request; usable from any thread.
+
+    Triton's rules: flags are 0 or TRITONSERVER_RESPONSE_COMPLETE_FINAL; a response is required
+    when flags are 0; nothing is sent after the FINAL. A non-decoupled model sends exactly one
+    response, and its FINAL comes with it or after it.
+    """
+    __slots__ = ("_request", "_lock", "_closed", "_sent", "_held")
 
     def __init__(self, request):
         self._request = request
         self._lock = threading.Lock()
         self._closed = False
+        self._sent = 0
+        self._held = None  # non-decoupled: the response, until its FINAL
 
     def send(self, response=None, flags=0):
+        if flags != TRITONSERVER_RESPONSE_COMPLETE_FINAL and flags != 0:
+            raise TritonModelException("Unable to send response. Unsupported flag provided.")
+        if response is None and flags == 0:
+            raise TritonModelException("Inference Response object must be provided when the response flags is set to zero.")
         if response is not None and not isinstance(response, InferenceResponse):
             raise TritonModelException("send() takes a pb_utils.InferenceResponse, got %s" % type(response).__name__)
-        final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-        if response is None and not final:
-            raise TritonModelException("send() without a response needs flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL")
+        final = flags == TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        decoupled = _runtime.decoupled
         with self._lock:
+            if not decoupled:
+                if response is not None and self._sent > 0:
+                    raise TritonModelException(
+                        "Unable to send response. Non-decoupled model cannot send more than one response.")
+                if response is None and final and self._sent == 0:
+                    raise TritonModelException(
+                        "Unable to send response. Non-decoupled model cannot send complete final before sending a response.")
             if self._closed:
-                raise TritonModelException("Unable to send response: the response sender of request '%s' is closed "
-                                           "(a FINAL was already sent)" % self._request._request_id)
+                raise TritonModelException("Unable to send response. Response sender has been closed.")
+            self._sent += 1
             if final:
                 self._closed = True
                 self._request._closed = True
-            _runtime.send_response(self._request, response, final)
+            if decoupled:
+                _runtime.send_response(self._request, response, final)
+                return
+            # A non-decoupled request ends with one FINAL response: hold the response until then.
+            if response is not None:
+                self._held = response
+            if final:
+                held, self._held = self._held, None
+                _runtime.close_request(self._request, held)
 
     def is_cancelled(self):
         return self._request.is_cancelled()
+
+    def __del__(self):
+        # Dropped without its FINAL (no thread or task holds it any more): the request would stay open
+        # until unload. The stub ends it instead, on its own thread (SimpleQueue.put is safe here).
+        if not self._closed and _runtime is not None and self._request._index >= 0:
+            _runtime.dropped_senders.put(self._request)
 
 
 class InferenceRequest:
@@ -368,3 +431,7 @@ def deserialize_bytes_tensor(encoded_tensor):
 
 def using_decoupled_model_transaction_policy(model_config):
     return bool(model_config.get("model_transaction_policy", {}).get("decoupled", False))
+
+
+from backplane_model_config import ModelConfig  # noqa: E402  (Triton exposes it as pb_utils.ModelConfig)
+

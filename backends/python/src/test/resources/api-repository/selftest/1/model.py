@@ -1,0 +1,82 @@
+# Runs a unittest suite inside the stub, the way Triton's qa models (dlpack_test, ...) do: unittest.main("model")
+# parses sys.argv, which must be the model's, not the stub's.
+import io
+import unittest
+
+import numpy as np
+
+import triton_python_backend_utils as pb_utils
+
+
+class PbUtilsTest(unittest.TestCase):
+    def test_dlpack_refuses_strings(self):
+        with self.assertRaises(Exception) as e:
+            pb_utils.Tensor("t", np.array(["text"], dtype=np.object_)).to_dlpack()
+        self.assertEqual(str(e.exception), "DLPack does not have support for string tensors.")
+
+    def test_dlpack_refuses_non_contiguous(self):
+        with self.assertRaises(Exception) as e:
+            pb_utils.Tensor.from_dlpack("t", np.ones((3, 4), dtype=np.float32).T)
+        self.assertEqual(str(e.exception), "DLPack tensor is not contiguous. Only contiguous DLPack tensors that are "
+                                           "stored in C-Order are supported.")
+
+    def test_dlpack_round_trip_shares_memory(self):
+        a = np.arange(4, dtype=np.int64)
+        t = pb_utils.Tensor.from_dlpack("t", pb_utils.Tensor("a", a))
+        a[0] = 42
+        self.assertEqual(t.as_numpy()[0], 42)
+        self.assertTrue(np.array_equal(np.from_dlpack(t), a))
+        self.assertEqual(t.__dlpack_device__(), (1, 0))
+        self.assertTrue(np.array_equal(pb_utils.Tensor.from_dlpack("b", t.to_dlpack()).as_numpy(), a))
+
+    def test_bool_and_empty_tensors(self):
+        b = np.array([False, True])
+        self.assertTrue(np.array_equal(pb_utils.Tensor.from_dlpack("b", pb_utils.Tensor("b", b)).as_numpy(), b))
+        empty = pb_utils.Tensor.from_dlpack("e", np.zeros((0, 3), dtype=np.float32))
+        self.assertEqual(empty.shape(), [0, 3])
+
+    def test_auto_complete_config_rules(self):
+        config = pb_utils.ModelConfig({"name": "m", "max_batch_size": 4,
+                                       "input": [{"name": "A", "data_type": "TYPE_FP32", "dims": [2]}]})
+        with self.assertRaises(ValueError) as e:
+            config.set_max_batch_size(2)
+        self.assertIn("configuration specified max_batch_size 4", str(e.exception))
+        with self.assertRaises(ValueError) as e:
+            config.add_input({"name": "A", "data_type": "TYPE_INT32", "dims": [2]})
+        self.assertIn("configuration expects datatype TYPE_FP32 for input 'A', model provides TYPE_INT32", str(e.exception))
+        with self.assertRaises(ValueError) as e:
+            config.add_output({"name": "B", "data_type": "TYPE_FP32"})
+        self.assertIn("is missing 'dims' property", str(e.exception))
+        with self.assertRaises(ValueError):
+            config.set_model_transaction_policy({"streaming": True})
+        config.add_input({"name": "A", "data_type": "TYPE_FP32", "dims": [2]})
+        self.assertEqual(len(config.as_dict()["input"]), 1)
+
+    def test_error_codes_and_log_levels(self):
+        codes = [pb_utils.TritonError.UNKNOWN, pb_utils.TritonError.INTERNAL, pb_utils.TritonError.NOT_FOUND,
+                 pb_utils.TritonError.INVALID_ARG, pb_utils.TritonError.UNAVAILABLE, pb_utils.TritonError.UNSUPPORTED,
+                 pb_utils.TritonError.ALREADY_EXISTS, pb_utils.TritonError.CANCELLED]
+        self.assertEqual(codes, list(range(8)))
+        self.assertEqual(pb_utils.TritonError("x").code(), pb_utils.TritonError.INTERNAL)
+        for level in (pb_utils.LogLevel.INFO, pb_utils.LogLevel.WARNING, pb_utils.LogLevel.ERROR, pb_utils.LogLevel.VERBOSE):
+            pb_utils.Logger.log("selftest log line", level)
+        self.assertTrue(issubclass(pb_utils.TritonModelException, Exception))
+
+    def test_response_parameters_types(self):
+        with self.assertRaises(pb_utils.TritonModelException):
+            pb_utils.InferenceResponse([], parameters={"nested": {"no": 1}})
+        with self.assertRaises(pb_utils.TritonModelException):
+            pb_utils.InferenceResponse([], parameters={1: "key must be str"})
+        self.assertEqual(pb_utils.InferenceResponse([], parameters={"a": 1}).parameters(), '{"a": 1}')
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for _ in requests:
+            report = io.StringIO()
+            program = unittest.main("model", exit=False, testRunner=unittest.TextTestRunner(stream=report, verbosity=2))
+            responses.append(pb_utils.InferenceResponse([
+                pb_utils.Tensor("PASSED", np.array([program.result.wasSuccessful()])),
+                pb_utils.Tensor("REPORT", np.array([report.getvalue()], dtype=np.object_))]))
+        return responses
