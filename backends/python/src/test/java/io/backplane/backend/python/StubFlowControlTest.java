@@ -29,9 +29,10 @@ class StubFlowControlTest {
 
     @Test
     void decoupledFlood_largeInputWhileCpuBusy_everyResponseArrivesAndStubIsNeverKilled() throws Exception {
-        // Heartbeats every 5 ms, so a reader that stops reading is noticed (and the stub killed) within 1.5 s.
-        Map<String, String> opts = Map.of(StubSettings.HEARTBEAT_INTERVAL, "5", StubSettings.HEARTBEAT_TIMEOUT, "1500",
-                StubSettings.STALL_KILL, "1500");
+        // A heartbeat every 5 ms keeps pings crossing the flood; the deadlock never recovered, so the
+        // default 5 s timeout catches it while a merely starved reader (load from other builds) answers in time.
+        Map<String, String> opts = Map.of(StubSettings.HEARTBEAT_INTERVAL, "5", StubSettings.HEARTBEAT_TIMEOUT, "5000",
+                StubSettings.STALL_KILL, "5000");
         AtomicBoolean stop = new AtomicBoolean();
         List<Thread> burners = new ArrayList<>();
         try (Harness h = new Harness(Configs.flood(), opts)) {
