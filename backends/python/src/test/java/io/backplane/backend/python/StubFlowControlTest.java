@@ -13,6 +13,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -26,6 +28,16 @@ import org.junit.jupiter.api.Test;
 class StubFlowControlTest {
     private static final int RESPONSES = 20_000;
     private static final int DATA_BYTES = 64 << 20;
+
+    @BeforeAll
+    static void python() throws Exception {
+        Fakes.requirePython();
+    }
+
+    @AfterEach
+    void clean() throws Exception {
+        Fakes.assertClean();
+    }
 
     @Test
     void decoupledFlood_largeInputWhileCpuBusy_everyResponseArrivesAndStubIsNeverKilled() throws Exception {
