@@ -2,6 +2,7 @@ package io.backplane.plugin.grpc;
 
 import static java.util.Objects.requireNonNull;
 
+import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.spi.host.Frontend;
 import io.backplane.spi.host.InferenceService;
 import io.grpc.Server;
@@ -35,6 +36,8 @@ final class GrpcFrontend implements Frontend {
     private final InferenceService service;
     private final GrpcOptions options;
     private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
+    /** Regions registered through this frontend; unmapped at close (after open calls end). */
+    private final SystemSharedMemory shm = new SystemSharedMemory();
     private @Nullable Server server;
     private @Nullable EventLoopGroup boss;
     private @Nullable EventLoopGroup workers;
@@ -64,7 +67,7 @@ final class GrpcFrontend implements Frontend {
                     .bossEventLoopGroup(boss).workerEventLoopGroup(workers).channelType(NioServerSocketChannel.class)
                     .directExecutor()
                     .maxInboundMessageSize(options.maxMessageBytes())
-                    .addService(new GrpcInferenceService(service, admin))
+                    .addService(new GrpcInferenceService(service, admin, shm))
                     .build().start();
         } catch (Exception | Error e) {
             close();
@@ -121,6 +124,7 @@ final class GrpcFrontend implements Frontend {
                 Thread.currentThread().interrupt();
             }
         }
+        shm.close();
         log.info("grpc frontend at {} closed", endpoint);
     }
 }

@@ -1,7 +1,20 @@
 package io.backplane.plugin.grpc;
 
 import io.backplane.protocol.ModelVersions;
+import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.protocol.ProtocolErrors;
+import io.backplane.protocol.inference.CudaSharedMemoryRegisterRequest;
+import io.backplane.protocol.inference.CudaSharedMemoryRegisterResponse;
+import io.backplane.protocol.inference.CudaSharedMemoryStatusRequest;
+import io.backplane.protocol.inference.CudaSharedMemoryStatusResponse;
+import io.backplane.protocol.inference.CudaSharedMemoryUnregisterRequest;
+import io.backplane.protocol.inference.CudaSharedMemoryUnregisterResponse;
+import io.backplane.protocol.inference.SystemSharedMemoryRegisterRequest;
+import io.backplane.protocol.inference.SystemSharedMemoryRegisterResponse;
+import io.backplane.protocol.inference.SystemSharedMemoryStatusRequest;
+import io.backplane.protocol.inference.SystemSharedMemoryStatusResponse;
+import io.backplane.protocol.inference.SystemSharedMemoryUnregisterRequest;
+import io.backplane.protocol.inference.SystemSharedMemoryUnregisterResponse;
 import io.backplane.protocol.inference.GRPCInferenceServiceGrpc;
 import io.backplane.protocol.inference.InferParameter;
 import io.backplane.protocol.inference.ModelConfigRequest;
@@ -59,13 +72,15 @@ import org.slf4j.LoggerFactory;
  */
 final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceServiceImplBase {
     private static final Logger log = LoggerFactory.getLogger(GrpcInferenceService.class);
-    static final List<String> EXTENSIONS = List.of("model_repository", "model_configuration", "parameters");
+    static final List<String> EXTENSIONS = List.of("model_repository", "model_configuration", "parameters", "system_shared_memory");
 
     private final InferenceService service;
     private final ExecutorService admin;
+    private final SystemSharedMemory shm;
 
-    GrpcInferenceService(InferenceService service, ExecutorService admin) {
+    GrpcInferenceService(InferenceService service, ExecutorService admin, SystemSharedMemory shm) {
         this.service = service;
+        this.shm = shm;
         this.admin = admin;
     }
 
@@ -135,9 +150,17 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
     @Override
     public void modelInfer(ModelInferRequest req, StreamObserver<ModelInferResponse> obs) {
         CompletableFuture<InferenceResponse> f;
+        ProtoTensors.Parsed parsed;
         try {
-            f = service.infer(ProtoTensors.toRequest(req));
+            parsed = ProtoTensors.toRequest(req, shm);
         } catch (Throwable t) {
+            obs.onError(status(t));
+            return;
+        }
+        try {
+            f = service.infer(parsed.request());
+        } catch (Throwable t) {
+            parsed.release();
             obs.onError(status(t));
             return;
         }
@@ -146,6 +169,7 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
         }
         f.whenComplete((r, e) -> {
             if (e != null) {
+                parsed.release();
                 obs.onError(status(e));
                 return;
             }
@@ -154,10 +178,12 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
                 if (r.error() != null) {
                     throw r.error();
                 }
-                resp = ProtoTensors.toResponse(r);
+                resp = ProtoTensors.toResponse(r, parsed.shmOutputs());
             } catch (Throwable t) {
                 obs.onError(status(t));
                 return;
+            } finally {
+                parsed.release();
             }
             try {
                 obs.onNext(resp);
@@ -166,6 +192,59 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
                 log.debug("client went away before its response: {}", cancelled.getStatus());
             }
         });
+    }
+
+    @Override
+    public void systemSharedMemoryStatus(SystemSharedMemoryStatusRequest req, StreamObserver<SystemSharedMemoryStatusResponse> obs) {
+        unary(obs, () -> {
+            SystemSharedMemoryStatusResponse.Builder b = SystemSharedMemoryStatusResponse.newBuilder();
+            for (SystemSharedMemory.RegionStatus r : shm.status(req.getName().isEmpty() ? null : req.getName())) {
+                b.putRegions(r.name(), SystemSharedMemoryStatusResponse.RegionStatus.newBuilder().setName(r.name()).setKey(r.key())
+                        .setOffset(r.offset()).setByteSize(r.byteSize()).build());
+            }
+            return b.build();
+        });
+    }
+
+    @Override
+    public void systemSharedMemoryRegister(SystemSharedMemoryRegisterRequest req, StreamObserver<SystemSharedMemoryRegisterResponse> obs) {
+        unary(obs, () -> {
+            if (req.getOffset() < 0 || req.getByteSize() < 0) {
+                throw BackplaneException.invalid("shared-memory region '" + req.getName() + "': offset "
+                        + Long.toUnsignedString(req.getOffset()) + " or byte_size " + Long.toUnsignedString(req.getByteSize()) + " is too large");
+            }
+            shm.register(req.getName(), req.getKey(), req.getOffset(), req.getByteSize());
+            return SystemSharedMemoryRegisterResponse.getDefaultInstance();
+        });
+    }
+
+    @Override
+    public void systemSharedMemoryUnregister(SystemSharedMemoryUnregisterRequest req, StreamObserver<SystemSharedMemoryUnregisterResponse> obs) {
+        unary(obs, () -> {
+            if (req.getName().isEmpty()) {
+                shm.unregisterAll();
+            } else {
+                shm.unregister(req.getName());
+            }
+            return SystemSharedMemoryUnregisterResponse.getDefaultInstance();
+        });
+    }
+
+    private static final String NO_CUDA = "CUDA shared memory is not supported by this server; use system shared memory";
+
+    @Override
+    public void cudaSharedMemoryStatus(CudaSharedMemoryStatusRequest req, StreamObserver<CudaSharedMemoryStatusResponse> obs) {
+        obs.onError(status(new BackplaneException(ErrorCode.UNSUPPORTED, NO_CUDA)));
+    }
+
+    @Override
+    public void cudaSharedMemoryRegister(CudaSharedMemoryRegisterRequest req, StreamObserver<CudaSharedMemoryRegisterResponse> obs) {
+        obs.onError(status(new BackplaneException(ErrorCode.UNSUPPORTED, NO_CUDA)));
+    }
+
+    @Override
+    public void cudaSharedMemoryUnregister(CudaSharedMemoryUnregisterRequest req, StreamObserver<CudaSharedMemoryUnregisterResponse> obs) {
+        obs.onError(status(new BackplaneException(ErrorCode.UNSUPPORTED, NO_CUDA)));
     }
 
     @Override

@@ -3,6 +3,7 @@ package io.backplane.plugin.grpc;
 import com.google.protobuf.ByteString;
 import com.google.protobuf.UnsafeByteOperations;
 import io.backplane.protocol.ModelVersions;
+import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.protocol.TensorFill;
 import io.backplane.protocol.inference.InferParameter;
 import io.backplane.protocol.inference.InferTensorContents;
@@ -10,13 +11,16 @@ import io.backplane.protocol.inference.ModelInferRequest;
 import io.backplane.protocol.inference.ModelInferResponse;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
+import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.Tensor;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Converts between the protocol's messages and Backplane's values. Inputs come as
@@ -27,7 +31,53 @@ final class ProtoTensors {
     private ProtoTensors() {
     }
 
+    /** A request plus the shared-memory slices it pinned; {@link #release()} once the response is built. */
+    record Parsed(InferenceRequest request, List<SystemSharedMemory.Lease> leases, Map<String, SystemSharedMemory.Lease> shmOutputs) {
+        void release() {
+            leases.forEach(SystemSharedMemory.Lease::close);
+        }
+    }
+
+    /** A request whose tensors may name shared-memory regions of {@code shm}. */
+    static Parsed toRequest(ModelInferRequest m, SystemSharedMemory shm) {
+        List<SystemSharedMemory.Lease> leases = new ArrayList<>();
+        try {
+            Map<String, SystemSharedMemory.Lease> outs = new HashMap<>();
+            for (ModelInferRequest.InferRequestedOutputTensor o : m.getOutputsList()) {
+                if (o.containsParameters(SystemSharedMemory.REGION)) {
+                    outs.put(o.getName(), lease(shm, o.getParametersMap(), "output '" + o.getName() + "'", leases));
+                }
+            }
+            return new Parsed(toRequest(m, shm, leases), List.copyOf(leases), Map.copyOf(outs));
+        } catch (RuntimeException e) {
+            leases.forEach(SystemSharedMemory.Lease::close);
+            throw e;
+        }
+    }
+
+    private static SystemSharedMemory.Lease lease(SystemSharedMemory shm, Map<String, InferParameter> p, String what,
+            List<SystemSharedMemory.Lease> leases) {
+        InferParameter region = p.get(SystemSharedMemory.REGION);
+        if (region == null || region.getParameterChoiceCase() != InferParameter.ParameterChoiceCase.STRING_PARAM) {
+            throw BackplaneException.invalid(what + ": " + SystemSharedMemory.REGION + " must be a string");
+        }
+        InferParameter size = p.get(SystemSharedMemory.BYTE_SIZE);
+        if (size == null) {
+            throw BackplaneException.invalid(what + ": " + SystemSharedMemory.REGION + " needs " + SystemSharedMemory.BYTE_SIZE);
+        }
+        InferParameter off = p.get(SystemSharedMemory.OFFSET);
+        SystemSharedMemory.Lease lease = shm.acquire(region.getStringParam(), off == null ? 0 : integer(off, SystemSharedMemory.OFFSET),
+                integer(size, SystemSharedMemory.BYTE_SIZE), what);
+        leases.add(lease);
+        return lease;
+    }
+
+    /** A request without shared memory (streams): a tensor naming a region is refused. */
     static InferenceRequest toRequest(ModelInferRequest m) {
+        return toRequest(m, null, List.of());
+    }
+
+    private static InferenceRequest toRequest(ModelInferRequest m, @Nullable SystemSharedMemory shm, List<SystemSharedMemory.Lease> leases) {
         if (m.getModelName().isEmpty()) {
             throw BackplaneException.invalid("model_name is empty");
         }
@@ -57,10 +107,12 @@ final class ProtoTensors {
             }
         }
         int raw = m.getRawInputContentsCount();
-        if (raw > 0 && raw != m.getInputsCount()) {
-            throw BackplaneException.invalid("raw_input_contents has " + raw + " entries but the request has " + m.getInputsCount()
-                    + " inputs; give one raw entry per input, in input order, or use typed contents for all");
+        long inBand = m.getInputsList().stream().filter(in -> !in.containsParameters(SystemSharedMemory.REGION)).count();
+        if (raw > 0 && raw != inBand) {
+            throw BackplaneException.invalid("raw_input_contents has " + raw + " entries but the request has " + inBand
+                    + " inputs not in shared memory; give one raw entry per such input, in input order, or use typed contents for all");
         }
+        int rawIndex = 0;
         for (int i = 0; i < m.getInputsCount(); i++) {
             ModelInferRequest.InferInputTensor in = m.getInputs(i);
             String name = in.getName();
@@ -69,11 +121,17 @@ final class ProtoTensors {
             for (int d = 0; d < shape.length; d++) {
                 shape[d] = in.getShape(d);
             }
-            if (raw > 0) {
+            if (in.containsParameters(SystemSharedMemory.REGION)) {
+                if (shm == null) {
+                    throw new BackplaneException(ErrorCode.UNSUPPORTED, "input '" + name
+                            + "': shared memory is served on ModelInfer, not on ModelStreamInfer; send the tensor in the request");
+                }
+                b.input(SystemSharedMemory.input(lease(shm, in.getParametersMap(), "input '" + name + "'", leases), name, type, shape));
+            } else if (raw > 0) {
                 if (in.hasContents()) {
                     throw BackplaneException.invalid("input '" + name + "' has typed contents although raw_input_contents is used");
                 }
-                MemorySegment data = MemorySegment.ofBuffer(m.getRawInputContents(i).asReadOnlyByteBuffer());
+                MemorySegment data = MemorySegment.ofBuffer(m.getRawInputContents(rawIndex++).asReadOnlyByteBuffer());
                 b.input(Tensor.of(name, type, shape, data));
             } else {
                 b.input(typed(name, type, shape, in.getContents()));
@@ -151,6 +209,11 @@ final class ProtoTensors {
     }
 
     static ModelInferResponse toResponse(InferenceResponse r) {
+        return toResponse(r, Map.of());
+    }
+
+    /** Outputs named in {@code shmOutputs} are written there; their raw entry stays empty, as Triton's clients expect. */
+    static ModelInferResponse toResponse(InferenceResponse r, Map<String, SystemSharedMemory.Lease> shmOutputs) {
         ModelInferResponse.Builder b = ModelInferResponse.newBuilder().setModelName(r.modelName())
                 .setModelVersion(Long.toString(r.modelVersion())).setId(r.requestId());
         for (Map.Entry<String, Object> e : r.parameters().entrySet()) {
@@ -165,7 +228,14 @@ final class ProtoTensors {
             for (long d : t.shape()) {
                 o.addShape(d);
             }
-            b.addRawOutputContents(UnsafeByteOperations.unsafeWrap(t.data().asByteBuffer()));
+            SystemSharedMemory.Lease lease = shmOutputs.get(t.name());
+            if (lease != null) {
+                long written = SystemSharedMemory.write(t, lease);
+                o.putParameters(SystemSharedMemory.BYTE_SIZE, InferParameter.newBuilder().setInt64Param(written).build());
+                b.addRawOutputContents(ByteString.EMPTY);
+            } else {
+                b.addRawOutputContents(UnsafeByteOperations.unsafeWrap(t.data().asByteBuffer()));
+            }
         }
         return b.build();
     }

@@ -33,7 +33,6 @@ import io.backplane.protocol.inference.ServerLiveRequest;
 import io.backplane.protocol.inference.ServerMetadataRequest;
 import io.backplane.protocol.inference.ServerMetadataResponse;
 import io.backplane.protocol.inference.ServerReadyRequest;
-import io.backplane.protocol.inference.SystemSharedMemoryStatusRequest;
 import io.backplane.protocol.inference.TraceSettingRequest;
 import io.backplane.spi.DataType;
 import io.grpc.Grpc;
@@ -337,7 +336,6 @@ class GrpcFrontendTest {
     @Test
     void extensionsNotServed_answerUnimplemented_andTheServerStillServes() {
         assertEquals(Status.Code.UNIMPLEMENTED, code(() -> client.modelStatistics(ModelStatisticsRequest.getDefaultInstance())));
-        assertEquals(Status.Code.UNIMPLEMENTED, code(() -> client.systemSharedMemoryStatus(SystemSharedMemoryStatusRequest.getDefaultInstance())));
         assertEquals(Status.Code.UNIMPLEMENTED, code(() -> client.cudaSharedMemoryRegister(CudaSharedMemoryRegisterRequest.getDefaultInstance())));
         assertEquals(Status.Code.UNIMPLEMENTED, code(() -> client.traceSetting(TraceSettingRequest.getDefaultInstance())));
         assertEquals(Status.Code.UNIMPLEMENTED, code(() -> client.logSettings(LogSettingsRequest.getDefaultInstance())));

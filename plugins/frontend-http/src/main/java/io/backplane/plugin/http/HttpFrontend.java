@@ -2,6 +2,7 @@ package io.backplane.plugin.http;
 
 import static java.util.Objects.requireNonNull;
 
+import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.spi.host.Frontend;
 import io.backplane.spi.host.InferenceService;
 import io.netty.bootstrap.ServerBootstrap;
@@ -40,6 +41,8 @@ final class HttpFrontend implements Frontend {
     private final FrontendOptions options;
     private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
     private final AtomicInteger inFlight = new AtomicInteger();
+    /** Regions registered through this frontend; unmapped at close (after in-flight requests drain). */
+    private final SystemSharedMemory shm = new SystemSharedMemory();
     private @Nullable EventLoopGroup boss;
     private @Nullable EventLoopGroup workers;
     private @Nullable ExecutorService admin;
@@ -64,7 +67,7 @@ final class HttpFrontend implements Frontend {
             t.setDaemon(true);
             return t;
         });
-        RestHandler handler = new RestHandler(service, admin, inFlight);
+        RestHandler handler = new RestHandler(service, admin, inFlight, shm);
         try {
             ServerBootstrap b = new ServerBootstrap().group(boss, workers).channel(NioServerSocketChannel.class)
                     .option(ChannelOption.SO_BACKLOG, 1024)
@@ -135,6 +138,7 @@ final class HttpFrontend implements Frontend {
                 Thread.currentThread().interrupt();
             }
         }
+        shm.close();
         log.info("http frontend at {} closed", endpoint);
     }
 

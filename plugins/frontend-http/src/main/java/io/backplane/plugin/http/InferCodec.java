@@ -3,6 +3,7 @@ package io.backplane.plugin.http;
 import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.core.JsonParseException;
 import com.fasterxml.jackson.databind.JsonNode;
+import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
 import io.backplane.spi.InferenceRequest;
@@ -37,7 +38,13 @@ final class InferCodec {
     }
 
     /** A parsed request plus how its outputs must be written. */
-    record Parsed(InferenceRequest request, boolean binaryAll, Map<String, Boolean> binaryByOutput) {
+    record Parsed(InferenceRequest request, boolean binaryAll, Map<String, Boolean> binaryByOutput,
+            List<SystemSharedMemory.Lease> leases, Map<String, ShmOutput> shmOutputs) {
+        /** Releases the shared-memory slices this request pinned; call once the response is written. */
+        void release() {
+            leases.forEach(SystemSharedMemory.Lease::close);
+        }
+
         boolean binary(String output) {
             Boolean b = binaryByOutput.get(output);
             return b != null ? b : binaryAll;
@@ -62,12 +69,28 @@ final class InferCodec {
         }
     }
 
+    /** An output the client asked to receive in a shared-memory region. */
+    record ShmOutput(String region, long offset, SystemSharedMemory.Lease lease) {
+    }
+
     /**
      * Parses an infer request body.
      *
      * @param headerLength the {@code Inference-Header-Content-Length} value, or -1 when absent
+     * @param shm the regions inputs and outputs may name; the slices used are leased into the result
      */
-    static Parsed parse(String model, long version, ByteBuf body, int headerLength) {
+    static Parsed parse(String model, long version, ByteBuf body, int headerLength, SystemSharedMemory shm) {
+        List<SystemSharedMemory.Lease> leases = new ArrayList<>();
+        try {
+            return parse(model, version, body, headerLength, shm, leases);
+        } catch (RuntimeException e) {
+            leases.forEach(SystemSharedMemory.Lease::close);
+            throw e;
+        }
+    }
+
+    private static Parsed parse(String model, long version, ByteBuf body, int headerLength, SystemSharedMemory shm,
+            List<SystemSharedMemory.Lease> leases) {
         ByteBuf json;
         ByteBuf binary;
         if (headerLength >= 0) {
@@ -122,8 +145,13 @@ final class InferCodec {
             long[] shape = shape(in.get("shape"), name);
             JsonNode ip = in.get("parameters");
             JsonNode size = ip == null ? null : ip.get("binary_data_size");
+            JsonNode region = ip == null ? null : ip.get(SystemSharedMemory.REGION);
             Tensor t;
-            if (size != null) {
+            if (region != null) {
+                String what = "input '" + name + "'";
+                SystemSharedMemory.Lease lease = lease(shm, ip, region, what, leases);
+                t = SystemSharedMemory.input(lease, name, type, shape);
+            } else if (size != null) {
                 long n = integer(size, "input '" + name + "' binary_data_size");
                 if (n < 0 || n > binary.readableBytes() - offset) {
                     throw BackplaneException.invalid("input '" + name + "': binary_data_size " + n + " but only "
@@ -147,6 +175,7 @@ final class InferCodec {
                     + " bytes of binary data that no input's binary_data_size accounts for");
         }
         Map<String, Boolean> perOutput = new HashMap<>();
+        Map<String, ShmOutput> shmOutputs = new HashMap<>();
         JsonNode outputs = root.get("outputs");
         if (outputs != null && !outputs.isNull()) {
             if (!outputs.isArray()) {
@@ -160,9 +189,31 @@ final class InferCodec {
                 if (bd != null) {
                     perOutput.put(name, bool(bd, "output '" + name + "' binary_data"));
                 }
+                JsonNode region = op == null ? null : op.get(SystemSharedMemory.REGION);
+                if (region != null) {
+                    SystemSharedMemory.Lease lease = lease(shm, op, region, "output '" + name + "'", leases);
+                    long off = op.has(SystemSharedMemory.OFFSET) ? integer(op.get(SystemSharedMemory.OFFSET), "output '" + name + "' " + SystemSharedMemory.OFFSET) : 0;
+                    shmOutputs.put(name, new ShmOutput(region.asText(), off, lease));
+                }
             }
         }
-        return new Parsed(b.build(), binaryAll, perOutput);
+        return new Parsed(b.build(), binaryAll, perOutput, List.copyOf(leases), Map.copyOf(shmOutputs));
+    }
+
+    private static SystemSharedMemory.Lease lease(SystemSharedMemory shm, JsonNode params, JsonNode region, String what,
+            List<SystemSharedMemory.Lease> leases) {
+        if (!region.isTextual()) {
+            throw BackplaneException.invalid(what + ": " + SystemSharedMemory.REGION + " must be a string");
+        }
+        JsonNode size = params.get(SystemSharedMemory.BYTE_SIZE);
+        if (size == null) {
+            throw BackplaneException.invalid(what + ": " + SystemSharedMemory.REGION + " needs " + SystemSharedMemory.BYTE_SIZE);
+        }
+        JsonNode off = params.get(SystemSharedMemory.OFFSET);
+        long offset = off == null ? 0 : integer(off, what + " " + SystemSharedMemory.OFFSET);
+        SystemSharedMemory.Lease lease = shm.acquire(region.asText(), offset, integer(size, what + " " + SystemSharedMemory.BYTE_SIZE), what);
+        leases.add(lease);
+        return lease;
     }
 
     /** A written infer response: the body and, when binary outputs follow the JSON, the JSON length. */
@@ -196,7 +247,17 @@ final class InferCodec {
                     g.writeNumber(d);
                 }
                 g.writeEndArray();
-                if (how.binary(t.name())) {
+                ShmOutput so = how.shmOutputs().get(t.name());
+                if (so != null) {
+                    long written = SystemSharedMemory.write(t, so.lease());
+                    g.writeObjectFieldStart("parameters");
+                    g.writeStringField(SystemSharedMemory.REGION, so.region());
+                    g.writeNumberField(SystemSharedMemory.BYTE_SIZE, written);
+                    if (so.offset() != 0) {
+                        g.writeNumberField(SystemSharedMemory.OFFSET, so.offset());
+                    }
+                    g.writeEndObject();
+                } else if (how.binary(t.name())) {
                     g.writeObjectFieldStart("parameters");
                     g.writeNumberField("binary_data_size", t.byteSize());
                     g.writeEndObject();

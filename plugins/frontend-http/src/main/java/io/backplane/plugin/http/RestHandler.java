@@ -4,6 +4,7 @@ import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.backplane.protocol.ModelVersions;
 import io.backplane.protocol.ProtocolErrors;
+import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
@@ -62,14 +63,16 @@ import org.slf4j.LoggerFactory;
 final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
     private static final Logger log = LoggerFactory.getLogger(RestHandler.class);
     static final AsciiString HEADER_LENGTH = AsciiString.cached("Inference-Header-Content-Length");
-    static final List<String> EXTENSIONS = List.of("binary_tensor_data", "model_repository", "model_configuration", "parameters", "generate");
+    static final List<String> EXTENSIONS = List.of("binary_tensor_data", "model_repository", "model_configuration", "parameters", "generate", "system_shared_memory");
 
     private final InferenceService service;
     private final ExecutorService admin;
     private final AtomicInteger inFlight;
+    private final SystemSharedMemory shm;
 
-    RestHandler(InferenceService service, ExecutorService admin, AtomicInteger inFlight) {
+    RestHandler(InferenceService service, ExecutorService admin, AtomicInteger inFlight, SystemSharedMemory shm) {
         this.service = service;
+        this.shm = shm;
         this.admin = admin;
         this.inFlight = inFlight;
     }
@@ -164,9 +167,87 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
                 reply.send(Responses.empty(ok ? HttpResponseStatus.OK : HttpResponseStatus.SERVICE_UNAVAILABLE, reply.keepAlive));
             }
             case "repository" -> repository(req, seg, path, reply);
+            case "systemsharedmemory" -> systemSharedMemory(req, seg, path, reply);
+            case "cudasharedmemory" -> throw new BackplaneException(ErrorCode.UNSUPPORTED,
+                    "CUDA shared memory is not supported by this server; use system shared memory (/v2/systemsharedmemory)");
             case "models" -> model(req, seg, path, reply);
             default -> throw notFound(path);
         }
+    }
+
+    /** {@code /v2/systemsharedmemory[/region/<r>]/{status,register,unregister}}, as Triton. */
+    private void systemSharedMemory(FullHttpRequest req, List<String> seg, String path, Reply reply) {
+        int n = seg.size();
+        String region;
+        if (n == 3) {
+            region = null;
+        } else if (n == 5 && seg.get(2).equals("region")) {
+            region = seg.get(3);
+        } else {
+            throw notFound(path);
+        }
+        switch (seg.get(n - 1)) {
+            case "status" -> {
+                requireMethod(req.method(), HttpMethod.GET, path);
+                ByteBuf out = Unpooled.buffer(128);
+                try (JsonGenerator g = Json.generator(out)) {
+                    g.writeStartArray();
+                    for (SystemSharedMemory.RegionStatus r : shm.status(region)) {
+                        g.writeStartObject();
+                        g.writeStringField("name", r.name());
+                        g.writeStringField("key", r.key());
+                        g.writeNumberField("offset", r.offset());
+                        g.writeNumberField("byte_size", r.byteSize());
+                        g.writeEndObject();
+                    }
+                    g.writeEndArray();
+                } catch (IOException e) {
+                    out.release();
+                    throw new UncheckedIOException(e);
+                } catch (RuntimeException e) {
+                    out.release();
+                    throw e;
+                }
+                reply.send(Responses.json(HttpResponseStatus.OK, out, reply.keepAlive));
+            }
+            case "register" -> {
+                requireMethod(req.method(), HttpMethod.POST, path);
+                if (region == null) {
+                    throw notFound(path);
+                }
+                JsonNode body = InferCodec.readJson(req.content());
+                JsonNode key = body.get("key");
+                if (key == null || !key.isTextual()) {
+                    throw BackplaneException.invalid("register shared-memory region '" + region + "': 'key' (a string) is required");
+                }
+                shm.register(region, key.asText(), longField(body, "offset", 0), longField(body, "byte_size", -1));
+                reply.send(Responses.empty(HttpResponseStatus.OK, reply.keepAlive));
+            }
+            case "unregister" -> {
+                requireMethod(req.method(), HttpMethod.POST, path);
+                if (region == null) {
+                    shm.unregisterAll();
+                } else {
+                    shm.unregister(region);
+                }
+                reply.send(Responses.empty(HttpResponseStatus.OK, reply.keepAlive));
+            }
+            default -> throw notFound(path);
+        }
+    }
+
+    private static long longField(JsonNode body, String field, long absent) {
+        JsonNode v = body.get(field);
+        if (v == null) {
+            if (absent < 0) {
+                throw BackplaneException.invalid("register shared-memory region: '" + field + "' is required");
+            }
+            return absent;
+        }
+        if (!v.canConvertToLong() || !v.isIntegralNumber()) {
+            throw BackplaneException.invalid("register shared-memory region: '" + field + "' must be an integer, not " + v);
+        }
+        return v.asLong();
     }
 
     private void model(FullHttpRequest req, List<String> seg, String path, Reply reply) {
@@ -231,8 +312,14 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
                 throw BackplaneException.invalid("Inference-Header-Content-Length " + headerLength + " is negative");
             }
         }
-        InferCodec.Parsed parsed = InferCodec.parse(model, version, req.content(), headerLength);
-        CompletableFuture<InferenceResponse> f = service.infer(parsed.request());
+        InferCodec.Parsed parsed = InferCodec.parse(model, version, req.content(), headerLength, shm);
+        CompletableFuture<InferenceResponse> f;
+        try {
+            f = service.infer(parsed.request());
+        } catch (RuntimeException e) {
+            parsed.release();
+            throw e;
+        }
         GenericFutureListener<ChannelFuture> onClose = cf -> f.cancel(false);
         ChannelFuture closeFuture = reply.ctx.channel().closeFuture();
         if (!f.isDone()) {
@@ -241,6 +328,7 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         f.whenComplete((r, e) -> {
             closeFuture.removeListener(onClose);
             if (e != null) {
+                parsed.release();
                 reply.fail(e);
                 return;
             }
@@ -260,6 +348,8 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
                 reply.send(resp);
             } catch (Throwable t) {
                 reply.fail(t);
+            } finally {
+                parsed.release();
             }
         });
     }
