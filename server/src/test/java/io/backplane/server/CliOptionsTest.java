@@ -175,7 +175,8 @@ class CliOptionsTest {
         }
         List<Server.FrontendSpec> specs = s.frontends(installed);
         assertEquals(List.of("http", "other"), specs.stream().map(Server.FrontendSpec::name).toList());
-        assertEquals(Map.of("port", "0", "host", "127.0.0.1", "threads", "4"), specs.get(0).options());
+        assertEquals(Map.of("port", "0", "host", "127.0.0.1", "threads", "4", "drain_timeout_ms", "30000"), specs.get(0).options(),
+                "http drains within --exit-timeout-secs");
         assertEquals(Map.of("port", "7000"), specs.get(1).options());
     }
 
