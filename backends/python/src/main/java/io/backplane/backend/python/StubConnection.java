@@ -33,6 +33,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -136,7 +137,7 @@ final class StubConnection {
     private final String tag;
     private final boolean decoupled;
     private final ReentrantReadWriteLock regionLock = new ReentrantReadWriteLock();
-    private final Object writeLock = new Object();
+    private final LinkedBlockingQueue<ByteBuffer> outbox = new LinkedBlockingQueue<>();
     private final AtomicBoolean dead = new AtomicBoolean();
     private final CompletableFuture<Void> cleanedUp = new CompletableFuture<>();
     private final ConcurrentHashMap<Long, Execution> executions = new ConcurrentHashMap<>();
@@ -146,6 +147,7 @@ final class StubConnection {
     private @Nullable Process process;
     private @Nullable SocketChannel channel;
     private @Nullable Thread reader;
+    private @Nullable Thread writer;
     private final List<Thread> pumps = new ArrayList<>();
     private MemorySegment ctl = MemorySegment.NULL;
     private long nextExecId = 1;
@@ -312,7 +314,7 @@ final class StubConnection {
                 if (!new String(tb, StandardCharsets.US_ASCII).equals(token)) {
                     throw Wire.protocol("start-up handshake carried a wrong token");
                 }
-                writeFrame(Wire.F_INIT, initJson.getBytes(StandardCharsets.UTF_8));
+                writeDirect(frame(Wire.F_INIT, initJson.getBytes(StandardCharsets.UTF_8)));
                 ByteBuffer reply = readFrame(channel, (byte) 0);
                 byte type = reply.get();
                 while (type == Wire.F_LOG || type == Wire.F_METRIC) { // initialize() may log and create metrics
@@ -343,7 +345,11 @@ final class StubConnection {
         Thread r = Thread.ofPlatform().daemon().name("backplane-python-reader-" + model + "-" + instance + "-g" + generation)
                 .unstarted(this::readLoop);
         reader = r;
+        Thread w = Thread.ofPlatform().daemon().name("backplane-python-writer-" + model + "-" + instance + "-g" + generation)
+                .unstarted(this::writeLoop);
+        writer = w;
         r.start();
+        w.start();
         Process p = process;
         if (p != null) {
             p.onExit().thenRun(this::onProcessExit);
@@ -486,21 +492,51 @@ final class StubConnection {
         }
     }
 
-    private void writeFrame(byte type, byte[] payload) throws IOException {
-        writeFrame(type, payload, payload.length);
+    private static ByteBuffer frame(byte type, byte[] payload) {
+        ByteBuffer b = ByteBuffer.allocate(5 + payload.length).order(ByteOrder.LITTLE_ENDIAN);
+        return b.putInt(payload.length + 1).put(type).put(payload).flip();
     }
 
-    private void writeFrame(byte type, byte[] payload, int len) throws IOException {
+    /** Start-up only (INIT), before the reader and writer threads exist. */
+    private void writeDirect(ByteBuffer b) throws IOException {
         SocketChannel ch = channel;
         if (ch == null) {
             throw new IOException("not connected");
         }
-        ByteBuffer b = ByteBuffer.allocate(5 + len).order(ByteOrder.LITTLE_ENDIAN);
-        b.putInt(len + 1).put(type).put(payload, 0, len).flip();
-        synchronized (writeLock) {
-            while (b.hasRemaining()) {
-                ch.write(b);
+        while (b.hasRemaining()) {
+            ch.write(b);
+        }
+    }
+
+    /**
+     * Queues a frame for the writer thread, the only thread that writes to the socket after
+     * start-up. No caller blocks on the socket and no lock is held across a write: the reader
+     * stays free to read (so the stub's sends always drain), and the stub's reader never writes
+     * either, so the two directions cannot wait on each other. The queue is bounded in practice:
+     * ACKs by the stub's response credits, PINGs by the heartbeat interval, WAKEs by executions.
+     */
+    private void writeFrame(byte type, byte[] payload) throws IOException {
+        if (channel == null || dead.get()) {
+            throw new IOException("not connected");
+        }
+        outbox.add(frame(type, payload));
+    }
+
+    private void writeLoop() {
+        SocketChannel ch = channel;
+        try {
+            while (ch != null && !dead.get()) {
+                ByteBuffer b = outbox.take();
+                while (b.hasRemaining()) {
+                    ch.write(b);
+                }
             }
+        } catch (InterruptedException e) {
+            // teardown
+        } catch (IOException e) {
+            log.debug("{}: control connection closed for writing", tag, e);
+        } finally {
+            outbox.clear();
         }
     }
 
@@ -887,9 +923,9 @@ final class StubConnection {
                 resp = r == null ? skipResponse(reg, in) : decodeResponse(reg, in, r);
             }
             long token = in.u64();
-            if (token != 0) {
-                trySend(Wire.F_ACK, new Wire.Out(8).u64(token).toByteArray());
-            }
+            // Every response is acknowledged: the ACK frees the stub's blocks (token != 0) and
+            // returns the response credit the stub spent on it (flow control, DESIGN P9).
+            trySend(Wire.F_ACK, new Wire.Out(8).u64(token).toByteArray());
             if (r == null) {
                 droppedMessages.incrementAndGet();
                 log.debug("{}: dropped a response for unknown execution {} index {} (generation {})", tag, execId, index, gen);
@@ -1147,6 +1183,11 @@ final class StubConnection {
                 r.join(2000); // the reader drains what the stub wrote last (e.g. finalize's log lines), then sees EOF
             }
             closeQuietly(channel);
+            Thread w = writer;
+            if (w != null && w != Thread.currentThread()) {
+                w.interrupt();
+                w.join(5000);
+            }
             if (r != null && r != Thread.currentThread()) {
                 r.join(5000);
             }

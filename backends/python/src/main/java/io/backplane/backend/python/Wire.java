@@ -22,6 +22,12 @@ final class Wire {
     static final byte F_FINALIZE = 5;
     static final byte F_BLS_RESP = 6;
     static final byte F_METRIC_REPLY = 7;
+
+    /**
+     * Responses the stub may have sent and not yet seen acknowledged (one ACK per response): a
+     * producer faster than the host waits for credit instead of filling the socket.
+     */
+    static final int RESPONSE_CREDITS = 64;
     // Frames, stub -> host
     static final byte F_HELLO = 20;
     static final byte F_INIT_OK = 21;

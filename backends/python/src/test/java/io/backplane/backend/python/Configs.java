@@ -30,6 +30,12 @@ final class Configs {
                 .input(TensorConfig.of("IN", DataType.INT32, 1)).output(TensorConfig.of("OUT", DataType.INT32, 1)).build();
     }
 
+    static ModelConfig flood() {
+        return ModelConfig.builder("flood").backend("python").decoupled(true).maxBatchSize(0)
+                .input(TensorConfig.of("IN", DataType.INT32, 1)).input(TensorConfig.of("DATA", DataType.UINT8, -1))
+                .output(TensorConfig.of("OUT", DataType.INT32, 2)).build();
+    }
+
     static ModelConfig introspect() {
         return ModelConfig.builder("introspect").backend("python").parameter("answer", "42")
                 .input(TensorConfig.of("TEXT", DataType.BYTES, -1)).output(TensorConfig.of("UPPER", DataType.BYTES, -1))

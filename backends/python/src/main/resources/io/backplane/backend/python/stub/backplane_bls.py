@@ -134,6 +134,9 @@ class Bls:
             raise
         token = 0
         if blocks:
+            # The host ACKs these input blocks with the same frame that returns a response credit, so
+            # take one here: every ACK then gives back exactly what was taken.
+            self.rt.credits.acquire()
             with self.rt.ack_lock:
                 token = self.rt.next_token
                 self.rt.next_token += 1
