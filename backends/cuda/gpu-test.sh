@@ -6,7 +6,8 @@
 #   backends/cuda/gpu-test.sh            # from a checkout that holds backends/cuda/gpu-bundle/
 #   gpu-bundle/gpu-test.sh               # or from inside a copied bundle
 #
-# Steps: (1) the self-test: correctness against a CPU reference, device memory back to its
+# Steps: (1) the self-test, which serves the sample model through the real core (BackplaneHost):
+# correctness against a CPU reference, device memory back to its
 # baseline after unload, bandwidth and launch-overhead figures; (2) the fault test, in its own
 # process; (3) if CuPy is importable, the same PTX through CuPy for comparison figures.
 # Exit status: the self-test's (0 passed, 1 a check failed, 2 no usable CUDA driver or device).
@@ -17,7 +18,7 @@ if [ ! -x "$bundle/runtime/bin/java" ]; then
   echo "gpu-test: no bundle at $bundle; build it with backends/cuda/make-gpu-bundle.sh on a machine with JDK 25" >&2
   exit 3
 fi
-java=("$bundle/runtime/bin/java" --enable-native-access=ALL-UNNAMED -Xmx2g -XX:+UseSerialGC
+java=("$bundle/runtime/bin/java" --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow -Xmx2g -XX:+UseSerialGC
   -Dorg.slf4j.simpleLogger.defaultLogLevel=info -Dorg.slf4j.simpleLogger.showDateTime=true
   -Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS -Dorg.slf4j.simpleLogger.showThreadName=false
   -Dorg.slf4j.simpleLogger.logFile=System.out

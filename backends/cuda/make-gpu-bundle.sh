@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Builds backends/cuda/gpu-bundle/: everything the GPU self-test needs on a machine that has an
 # NVIDIA driver and nothing else (no JDK, no Maven):
-#   runtime/   a jlink-ed Java 25 runtime (java.base only: FFM is in java.base)
-#   lib/       the backend's jars (backplane-spi, backplane-backend-cuda, slf4j-api, slf4j-simple)
+#   runtime/   a jlink-ed Java 25 runtime (the modules jdeps finds the jars need)
+#   lib/       the backend's jars (backplane-spi, backplane-backend-cuda), the core it is served by
+#              (backplane-core, backplane-protocol and their dependencies, backplane-testkit for the
+#              ModelHarness), the
+#              module's test classes (GpuSelfTest lives there), slf4j-simple
 #   models/    the sample model saxpy_cuda (config.pbtxt, saxpy.ptx)
 #   gpu-test.sh, cupy_reference.py
 # Run it from anywhere, on a machine with JDK 25 (./mvnw finds it). The bundle is ignored by git.
@@ -17,14 +20,17 @@ slf4j=$(sed -n 's:.*<slf4j.version>\(.*\)</slf4j.version>.*:\1:p' "$root/pom.xml
 rm -rf "$bundle"
 mkdir -p "$bundle/lib" "$bundle/models"
 cd "$root"
-# The backend's runtime class path is the SPI, slf4j-api and the backend (jspecify is annotations
-# only); core is a test-only dependency and stays out.
-./mvnw -q -B -pl backends/cuda -am package -DskipTests
-cp "$root"/spi/target/backplane-spi-*.jar "$module"/target/backplane-backend-cuda-*.jar "$bundle/lib/"
+# GpuSelfTest serves the model through the real core (BackplaneHost), so the bundle carries the
+# core and the testkit besides the backend; the backend itself still depends on the SPI alone.
+# copy-dependencies runs in every reactor module: the union of their runtime dependencies.
+./mvnw -q -B -pl backends/cuda -am package dependency:copy-dependencies -DskipTests -DincludeScope=runtime \
+  -DexcludeGroupIds=io.backplane,org.junit.jupiter,org.junit.platform,org.opentest4j,org.apiguardian -DoutputDirectory="$bundle/lib"
+cp "$root"/spi/target/backplane-spi-*.jar "$root"/protocol/target/backplane-protocol-*.jar "$root"/core/target/backplane-core-*.jar \
+  "$root"/testkit/target/backplane-testkit-*.jar \
+  "$module"/target/backplane-backend-cuda-*.jar "$bundle/lib/"
 rm -f "$bundle"/lib/*-tests.jar "$bundle"/lib/*-sources.jar
-for a in slf4j-api slf4j-simple; do
-  ./mvnw -q -B -N dependency:copy -Dartifact="org.slf4j:$a:$slf4j" -DoutputDirectory="$bundle/lib"
-done
+"$jdk/bin/jar" --create --file "$bundle/lib/backplane-backend-cuda-gpu-self-test.jar" -C "$module/target/test-classes" .
+./mvnw -q -B -N dependency:copy -Dartifact="org.slf4j:slf4j-simple:$slf4j" -DoutputDirectory="$bundle/lib"
 
 modules=$("$jdk/bin/jdeps" --multi-release 25 --ignore-missing-deps --print-module-deps "$bundle"/lib/*.jar 2>/dev/null | tail -n1)
 echo "make-gpu-bundle: jdeps says the jars need: $modules"

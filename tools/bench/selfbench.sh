@@ -7,5 +7,5 @@ cd "$(dirname "$0")/../.."
 ./mvnw -q -B -o -pl tools/bench -am package dependency:build-classpath -Dmdep.outputFile=target/classpath.txt -DskipTests
 # The JDK that ./mvnw picked (25+).
 JAVA="$(./mvnw -v | sed -n 's/.*runtime: //p' | head -1)/bin/java"
-exec "$JAVA" -Dlogback.configurationFile=tools/bench/selfbench-logback.xml -XX:+UseParallelGC -Xms1g -Xmx1g --enable-native-access=ALL-UNNAMED \
+exec "$JAVA" --sun-misc-unsafe-memory-access=allow -Dlogback.configurationFile=tools/bench/selfbench-logback.xml -XX:+UseParallelGC -Xms1g -Xmx1g --enable-native-access=ALL-UNNAMED \
   -cp "tools/bench/target/classes:$(cat tools/bench/target/classpath.txt)" io.backplane.bench.SelfBench "$@"

@@ -1,22 +1,15 @@
 package io.backplane.benchmarks;
 
 import io.backplane.core.BackplaneHost;
-import io.backplane.spi.Backend;
-import io.backplane.spi.BackendContext;
-import io.backplane.spi.BackendFactory;
 import io.backplane.spi.DataType;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
-import io.backplane.spi.InstanceContext;
-import io.backplane.spi.Model;
-import io.backplane.spi.ModelContext;
-import io.backplane.spi.ModelInstance;
-import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.Tensor;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.InstanceKind;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.config.TensorConfig;
+import io.backplane.testkit.IdentityBackendFactory;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
@@ -34,7 +27,7 @@ import org.openjdk.jmh.annotations.TearDown;
 import org.openjdk.jmh.annotations.Warmup;
 
 /**
- * The in-process path of the core: a trivial identity backend, batch 1, through
+ * The in-process path of the core: the testkit's identity backend, batch 1, through
  * {@link BackplaneHost#infer}. Run with 1, 2 and 64 threads:
  * {@code java -jar benchmarks/target/benchmarks.jar InProcessBenchmark -t 64}.
  * Sample mode gives the per-request latency distribution (p50 = the overhead, since the backend
@@ -57,9 +50,9 @@ public class InProcessBenchmark {
 
     @Setup(Level.Trial)
     public void start() {
-        ModelConfig config = ModelConfig.builder("identity").backend("identity").input(TensorConfig.of("IN", DataType.FP32, 4))
+        ModelConfig config = ModelConfig.builder("identity").backend(IdentityBackendFactory.NAME).input(TensorConfig.of("IN", DataType.FP32, 4))
                 .output(TensorConfig.of("OUT", DataType.FP32, 4)).instanceGroup(InstanceGroup.of("", instances, InstanceKind.CPU, List.of())).build();
-        host = BackplaneHost.builder().backend(new IdentityFactory()).callerRuns(callerRuns).model(config).build();
+        host = BackplaneHost.builder().backend(new IdentityBackendFactory()).callerRuns(callerRuns).model(config).build();
         request = InferenceRequest.builder("identity").input(Tensor.ofFloats("IN", new long[] {4}, 1, 2, 3, 4)).build();
     }
 
@@ -80,47 +73,5 @@ public class InProcessBenchmark {
     @OutputTimeUnit(TimeUnit.MICROSECONDS)
     public InferenceResponse latency() throws Exception {
         return host.infer(request).get();
-    }
-
-    /** Answers every request with its input. */
-    public static final class IdentityFactory implements BackendFactory {
-        @Override
-        public String name() {
-            return "identity";
-        }
-
-        @Override
-        public Backend create(BackendContext context) {
-            return new Backend() {
-                @Override
-                public Model loadModel(ModelContext ctx) {
-                    return new Model() {
-                        @Override
-                        public ModelInstance createInstance(InstanceContext ictx) {
-                            return new ModelInstance() {
-                                @Override
-                                public void execute(List<ScheduledRequest> batch) {
-                                    for (ScheduledRequest r : batch) {
-                                        r.sender().sendFinal(InferenceResponse.of(List.of(r.request().inputs().getFirst().withName("OUT"))));
-                                    }
-                                }
-
-                                @Override
-                                public void close() {
-                                }
-                            };
-                        }
-
-                        @Override
-                        public void close() {
-                        }
-                    };
-                }
-
-                @Override
-                public void close() {
-                }
-            };
-        }
     }
 }

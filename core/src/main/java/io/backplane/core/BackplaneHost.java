@@ -265,6 +265,11 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
     }
 
     @Override
+    public List<io.backplane.spi.metrics.MetricFamilySnapshot> customMetrics() {
+        return runtime.context().customMetrics().snapshot();
+    }
+
+    @Override
     public boolean modelControlEnabled() {
         return runtime.options().controlMode() == ModelControlMode.EXPLICIT;
     }
@@ -429,7 +434,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
     /** Builds a host; not thread-safe. {@link #build()} starts it and loads the initial models. */
     public static final class Builder {
         private final List<Path> repositories = new ArrayList<>();
-        private @Nullable Path backendsDirectory;
+        private final List<Path> backendsDirectories = new ArrayList<>();
         private @Nullable ModelControlMode controlMode;
         private final List<String> initialModels = new ArrayList<>();
         private Duration pollInterval = Duration.ofSeconds(15);
@@ -454,9 +459,12 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
             return this;
         }
 
-        /** A folder with one sub-folder per backend or plugin, each loaded by its own class loader. */
+        /**
+         * A folder with one sub-folder per backend or plugin, each loaded by its own class loader;
+         * repeatable: each call adds a folder (a backend name found twice is an error).
+         */
         public Builder backendsDirectory(Path path) {
-            backendsDirectory = requireNonNull(path, "path is null");
+            backendsDirectories.add(requireNonNull(path, "path is null"));
             return this;
         }
 
@@ -570,7 +578,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
             allBatchers.add(new NoneBatcherFactory());
             allBatchers.add(new DynamicBatcherFactory());
             ClassLoader loader = classLoader != null ? classLoader : BackplaneHost.class.getClassLoader();
-            HostOptions options = new HostOptions(repositories, backendsDirectory, mode, initialModels, pollInterval, unloadTimeout,
+            HostOptions options = new HostOptions(repositories, backendsDirectories, mode, initialModels, pollInterval, unloadTimeout,
                     restartBackoffMin, restartBackoffMax, backendOptions, backends, allBatchers, codeModels, ticker, listeners, loader, callerRuns);
             Path work;
             try {

@@ -184,8 +184,8 @@ class LayoutTest {
 
             p.destroy(); // SIGTERM
             assertTrue(p.waitFor(60, TimeUnit.SECONDS), "no exit within 60 s of SIGTERM:\n" + output());
-            assertEquals(143, p.exitValue(), output()); // 128 + SIGTERM, after the shutdown hook ran
-            assertTrue(output().contains("shutting down: closing " + endpoints.size() + " frontend(s), then the host"), output());
+            assertEquals(0, p.exitValue(), output()); // a clean stop on SIGTERM
+            assertTrue(output().contains("shutting down: closing " + endpoints.size() + " frontend(s) and the host"), output());
             assertTrue(output().contains("stopped in "), output());
             for (ProcessHandle c : children) {
                 assertTrue(c.onExit().toCompletableFuture().isDone() || !c.isAlive(), "child process left running: " + c.info());
@@ -253,6 +253,38 @@ class LayoutTest {
         } finally {
             if (p.isAlive()) {
                 p.destroyForcibly().waitFor();
+            }
+        }
+    }
+
+    /**
+     * {@code --backend-directory} adds a third-party plugin directory (the textops sample) to the
+     * bundled backends; {@code --bundled-backends=false} leaves only it.
+     */
+    @Test
+    void serve_backendDirectory_addsToBundledBackends_bundledBackendsFalseReplacesThem() throws Exception {
+        Path root = Path.of(System.getProperty("backplane.repo", "..")).toAbsolutePath().normalize();
+        Path plugin = root.resolve("samples/custom-backend/target/plugin");
+        assertTrue(Files.isDirectory(plugin.resolve("textops")), "the textops sample's plugin directory is built first: " + plugin);
+        Path repo = dir.resolve("repo");
+        Files.createDirectories(repo.resolve("shout/1"));
+        Files.writeString(repo.resolve("shout/config.pbtxt"), "name: \"shout\"\nbackend: \"textops\"\nmax_batch_size: 0\n"
+                + "input [ { name: \"TEXT\", data_type: TYPE_STRING, dims: [ 1 ] } ]\noutput [ { name: \"RESULT\", data_type: TYPE_STRING, dims: [ 1 ] } ]\n");
+        for (boolean bundled : List.of(true, false)) {
+            Process p = launcher("serve", "--model-repository", repo.toString(), "--backend-directory", plugin.toString(), "--bundled-backends=" + bundled,
+                    "--http-port", "-1", "--grpc-port", "-1", "--metrics-port", "-1").start();
+            try {
+                awaitStarted(p);
+                String out = output();
+                assertTrue(out.contains("backend 'textops'") && out.contains("shout v1 READY"), out);
+                boolean python = Files.isDirectory(DIST.resolve("backends/python"));
+                assertEquals(bundled && python, out.contains("backend 'python'"), "--bundled-backends=" + bundled + ":\n" + out);
+                p.destroy();
+                assertTrue(p.waitFor(60, TimeUnit.SECONDS), "no exit within 60 s of SIGTERM:\n" + output());
+            } finally {
+                if (p.isAlive()) {
+                    p.destroyForcibly().waitFor();
+                }
             }
         }
     }

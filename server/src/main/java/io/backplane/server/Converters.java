@@ -44,19 +44,19 @@ final class Converters {
         }
     }
 
-    /** {@code <plugin>,<key>=<value>}, as in Triton's {@code --backend-config=python,shm-default-byte-size=1048576}. */
+    /** {@code <plugin>,<key>=<value>}, as in Triton's {@code --backend-config=python,shm_initial_bytes=1048576}. */
     static final class PluginSetting implements ITypeConverter<PluginOption> {
         @Override
         public PluginOption convert(String value) {
             int comma = value.indexOf(',');
             int eq = comma < 0 ? -1 : value.indexOf('=', comma);
             if (comma <= 0 || eq < 0 || eq == comma + 1) {
-                throw new TypeConversionException("'" + value + "' is not <name>,<key>=<value> (e.g. python,shm-default-byte-size=1048576)");
+                throw new TypeConversionException("'" + value + "' is not <name>,<key>=<value> (e.g. python,shm_initial_bytes=1048576)");
             }
             String name = value.substring(0, comma).strip();
             String key = value.substring(comma + 1, eq).strip();
             if (name.isEmpty() || key.isEmpty()) {
-                throw new TypeConversionException("'" + value + "' is not <name>,<key>=<value> (e.g. python,shm-default-byte-size=1048576)");
+                throw new TypeConversionException("'" + value + "' is not <name>,<key>=<value> (e.g. python,shm_initial_bytes=1048576)");
             }
             return new PluginOption(name, key, value.substring(eq + 1));
         }

@@ -39,7 +39,7 @@ import picocli.CommandLine.Spec;
 @Command(name = "serve", mixinStandardHelpOptions = true, sortOptions = false, usageHelpAutoWidth = true,
         description = {"Serves a model repository over the installed frontends (Open Inference Protocol REST and gRPC, metrics).",
                 "Without --model-repository it serves ./samples/models, or the samples bundled with the distribution."},
-        footer = {"", "Exit codes: 0 after a clean shutdown (SIGTERM drains within --exit-timeout-secs), 1 if the server failed, 2 for bad options."})
+        footer = {"", "Exit codes: 0 after a clean stop on SIGTERM or SIGINT, 1 if the server failed, 2 for bad options."})
 final class ServeCommand implements Callable<Integer> {
     private static final Logger log = LoggerFactory.getLogger(ServeCommand.class);
     static final Path SAMPLES = Path.of("samples", "models");
@@ -100,16 +100,61 @@ final class ServeCommand implements Callable<Integer> {
     List<PluginOption> frontendConfig = new ArrayList<>();
 
     @Option(names = "--backend-directory", paramLabel = "<dir>",
-            description = "Folder with one sub-folder of jars per backend or plugin, each loaded in its own class loader "
-                    + "(default: <distribution>/backends when run from the distribution).")
-    @Nullable Path backendDirectory;
+            description = "A folder with one sub-folder of jars per backend or plugin, each loaded in its own class loader; repeatable. "
+                    + "Adds to the backends bundled with the distribution (<distribution>/backends).")
+    List<Path> backendDirectories = new ArrayList<>();
+
+    @Option(names = "--bundled-backends", paramLabel = "<bool>", arity = "0..1", defaultValue = "true", fallbackValue = "true",
+            description = "Load the backends bundled with the distribution (default: ${DEFAULT-VALUE}); false serves only --backend-directory's.")
+    boolean bundledBackends = true;
 
     @Option(names = "--backend-config", paramLabel = "<backend>,<key>=<value>", converter = Converters.PluginSetting.class,
-            description = "An option for one backend, e.g. python,shm-default-byte-size=1048576; repeatable.")
+            description = "An option for one backend (under its name or an alias), e.g. python,shm_initial_bytes=1048576; repeatable.")
     List<PluginOption> backendConfig = new ArrayList<>();
 
+    @Option(names = "--http-restricted-api", paramLabel = "<api>[,<api>...]:<header>=<value>",
+            description = "REST API groups that need a header, e.g. model-repository,model-config:admin-key=secret; repeatable. "
+                    + "Groups: health, metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging.")
+    List<String> httpRestrictedApi = new ArrayList<>();
+
+    @Option(names = "--grpc-restricted-protocol", paramLabel = "<api>[,<api>...]:<header>=<value>",
+            description = "gRPC API groups that need a header (as --http-restricted-api); repeatable.")
+    List<String> grpcRestrictedProtocol = new ArrayList<>();
+
+    @Option(names = "--grpc-use-ssl", paramLabel = "<bool>", arity = "0..1", defaultValue = "false", fallbackValue = "true",
+            description = "Serve gRPC over TLS with --grpc-server-cert and --grpc-server-key (default: ${DEFAULT-VALUE}).")
+    boolean grpcUseSsl;
+
+    @Option(names = "--grpc-use-ssl-mutual", paramLabel = "<bool>", arity = "0..1", defaultValue = "false", fallbackValue = "true",
+            description = "Serve gRPC over mutual TLS: clients present a certificate signed by --grpc-root-cert (default: ${DEFAULT-VALUE}).")
+    boolean grpcUseSslMutual;
+
+    @Option(names = "--grpc-server-cert", paramLabel = "<file>", description = "PEM certificate chain of the gRPC server.")
+    @Nullable String grpcServerCert;
+
+    @Option(names = "--grpc-server-key", paramLabel = "<file>", description = "PEM PKCS#8 private key of the gRPC server.")
+    @Nullable String grpcServerKey;
+
+    @Option(names = "--grpc-root-cert", paramLabel = "<file>", description = "PEM certificates of the CAs that sign client certificates (mTLS).")
+    @Nullable String grpcRootCert;
+
+    @Option(names = "--grpc-keepalive-time", paramLabel = "<ms>", description = "The server pings a connection silent this long (default 7200000).")
+    @Nullable Long grpcKeepaliveTime;
+
+    @Option(names = "--grpc-keepalive-timeout", paramLabel = "<ms>", description = "A ping not acknowledged within this closes the connection (default 20000).")
+    @Nullable Long grpcKeepaliveTimeout;
+
+    @Option(names = "--grpc-keepalive-permit-without-calls", paramLabel = "<bool>", arity = "0..1", fallbackValue = "true",
+            description = "Whether clients may ping with no call open (default false).")
+    @Nullable Boolean grpcKeepalivePermitWithoutCalls;
+
+    @Option(names = "--grpc-http2-min-recv-ping-interval-without-data", paramLabel = "<ms>",
+            description = "Clients pinging more often than this are disconnected (default 300000).")
+    @Nullable Long grpcMinRecvPingInterval;
+
     @Option(names = "--exit-timeout-secs", paramLabel = "<s>", defaultValue = "30", converter = Converters.Seconds.class,
-            description = "On shutdown, how long open requests may take before they are failed; also the unload timeout (default: ${DEFAULT-VALUE}).")
+            description = "On shutdown, one deadline for every frontend and the host: requests still open then are answered 503 (REST) "
+                    + "or UNAVAILABLE/CANCELLED (gRPC) (default: ${DEFAULT-VALUE}).")
     int exitTimeoutSecs;
 
     @Option(names = "--log-verbose", paramLabel = "<level>", arity = "0..1", defaultValue = "0", fallbackValue = "1",
@@ -131,14 +176,15 @@ final class ServeCommand implements Callable<Integer> {
     @Override
     public Integer call() {
         List<Path> repositories = repositories();
-        Path backends = backendsDirectory();
+        List<Path> backends = backendsDirectories();
         ModelControlMode mode = controlMode();
+        builtinOptions("grpc"); // bad TLS flags fail here, before anything starts
         try (LogLevels.Restore _ = LogLevels.verbose("io.backplane", logVerbose)) {
             return serve(repositories, backends, mode);
         }
     }
 
-    private int serve(List<Path> repositories, @Nullable Path backends, ModelControlMode mode) {
+    private int serve(List<Path> repositories, List<Path> backends, ModelControlMode mode) {
         long t0 = System.nanoTime();
         BackplaneHost.Builder builder = BackplaneHost.builder()
                 .modelControlMode(mode)
@@ -146,14 +192,12 @@ final class ServeCommand implements Callable<Integer> {
                 .unloadTimeout(exitTimeoutSecs == 0 ? Duration.ofMillis(1) : Duration.ofSeconds(exitTimeoutSecs));
         repositories.forEach(builder::modelRepository);
         loadModels.forEach(builder::loadModel);
-        if (backends != null) {
-            builder.backendsDirectory(backends);
-        }
+        backends.forEach(builder::backendsDirectory);
         for (PluginOption o : backendConfig) {
             builder.backendOption(o.name(), o.key(), o.value());
         }
-        log.info("Backplane {} starting: model repositories {}, model control mode {}, backends directory {}", BackplaneHost.VERSION, repositories,
-                mode.name().toLowerCase(Locale.ROOT), backends == null ? "(none)" : backends);
+        log.info("Backplane {} starting: model repositories {}, model control mode {}, backends directories {}", BackplaneHost.VERSION, repositories,
+                mode.name().toLowerCase(Locale.ROOT), backends.isEmpty() ? "(none)" : backends);
         // The hook is in place before anything starts: a SIGTERM while models load waits for the
         // start to finish (up to the exit timeout), then closes what started.
         CountDownLatch startupDone = new CountDownLatch(1);
@@ -171,6 +215,8 @@ final class ServeCommand implements Callable<Integer> {
             Server s = running.get();
             if (s != null) {
                 s.close();
+                // a signal asked for this stop and it went cleanly: exit 0 rather than 128 + signal
+                Runtime.getRuntime().halt(0);
             }
         });
         Runtime.getRuntime().addShutdownHook(hook);
@@ -240,18 +286,22 @@ final class ServeCommand implements Callable<Integer> {
                 + (home == null ? "" : " nor in " + home) + " to serve by default");
     }
 
-    private @Nullable Path backendsDirectory() {
-        if (backendDirectory != null) {
-            Path abs = workingDirectory.resolve(backendDirectory).normalize();
+    /** The bundled backends (unless --bundled-backends=false), then each --backend-directory. */
+    private List<Path> backendsDirectories() {
+        List<Path> out = new ArrayList<>();
+        if (bundledBackends && home != null && Files.isDirectory(home.resolve("backends"))) {
+            out.add(home.resolve("backends").normalize());
+        }
+        for (Path p : backendDirectories) {
+            Path abs = workingDirectory.resolve(p).normalize();
             if (!Files.isDirectory(abs)) {
-                throw new ParameterException(spec.commandLine(), "Invalid value for option '--backend-directory': '" + backendDirectory + "' is not a directory");
+                throw new ParameterException(spec.commandLine(), "Invalid value for option '--backend-directory': '" + p + "' is not a directory");
             }
-            return abs;
+            if (!out.contains(abs)) {
+                out.add(abs);
+            }
         }
-        if (home != null && Files.isDirectory(home.resolve("backends"))) {
-            return home.resolve("backends");
-        }
-        return null;
+        return out;
     }
 
     private ModelControlMode controlMode() {
@@ -266,6 +316,50 @@ final class ServeCommand implements Callable<Integer> {
     }
 
     private record Builtin(int port, String address, boolean allowed, String flag) {
+    }
+
+    /** Options the serve flags give the built-in REST and gRPC frontends (--frontend-config overrides them). */
+    private Map<String, String> builtinOptions(String name) {
+        Map<String, String> o = new LinkedHashMap<>();
+        String drain = Long.toString(exitTimeoutSecs * 1000L);
+        switch (name) {
+            case "http" -> {
+                o.put("drain_timeout_ms", drain);
+                if (!httpRestrictedApi.isEmpty()) {
+                    o.put("restricted_api", String.join(";", httpRestrictedApi));
+                }
+            }
+            case "grpc" -> {
+                o.put("drain_timeout_ms", drain);
+                if (!grpcRestrictedProtocol.isEmpty()) {
+                    o.put("restricted_protocol", String.join(";", grpcRestrictedProtocol));
+                }
+                if (grpcUseSsl || grpcUseSslMutual) {
+                    if (grpcServerCert == null || grpcServerKey == null) {
+                        throw new ParameterException(spec.commandLine(), "--grpc-use-ssl needs --grpc-server-cert and --grpc-server-key");
+                    }
+                    o.put("ssl_cert", grpcServerCert);
+                    o.put("ssl_key", grpcServerKey);
+                    if (grpcRootCert != null) {
+                        o.put("ssl_root_cert", grpcRootCert);
+                    }
+                    o.put("ssl_mutual", Boolean.toString(grpcUseSslMutual));
+                }
+                putIf(o, "keepalive_time_ms", grpcKeepaliveTime);
+                putIf(o, "keepalive_timeout_ms", grpcKeepaliveTimeout);
+                putIf(o, "permit_keepalive_without_calls", grpcKeepalivePermitWithoutCalls);
+                putIf(o, "permit_keepalive_time_ms", grpcMinRecvPingInterval);
+            }
+            default -> {
+            }
+        }
+        return o;
+    }
+
+    private static void putIf(Map<String, String> o, String key, @Nullable Object value) {
+        if (value != null) {
+            o.put(key, value.toString());
+        }
     }
 
     /** The frontends to start, with their options; a frontend with port -1 (or not allowed) is left out. */
@@ -304,6 +398,7 @@ final class ServeCommand implements Callable<Integer> {
                 options.put("port", Integer.toString(b.port()));
                 options.put("host", b.address());
             }
+            options.putAll(builtinOptions(name));
             options.putAll(extra.getOrDefault(name, Map.of()));
             if ("-1".equals(options.get("port"))) {
                 log.info("frontend '{}' is disabled (port -1)", name);

@@ -20,8 +20,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * A running server: a {@link BackplaneHost} and the frontends that serve it. {@link #close()}
- * closes the frontends first (newest first), so no new work arrives, then the host, which
- * drains or fails every open request within its unload timeout (L7, L10).
+ * closes the frontends and the host together under one deadline: the frontends stop accepting
+ * at once, and the host drains or fails every open request within its unload timeout (L7, L10).
  *
  * <p>Thread-safe. {@link #close()} may be called from several threads (a shutdown hook and a
  * test, say): the first does the work, the others wait until it is done.
@@ -126,7 +126,12 @@ public final class Server implements AutoCloseable {
         closed.await();
     }
 
-    /** Closes the frontends (newest first), then the host. Idempotent; later callers wait for the first. */
+    /**
+     * Closes every frontend and the host at once, so one deadline bounds them all: each frontend
+     * stops accepting at once and answers what is still open when its drain timeout ends; the host
+     * stops admission and drains or fails its open requests within its unload timeout (L7, L10).
+     * Returns when all are closed. Idempotent; later callers wait for the first.
+     */
     @Override
     public void close() {
         if (!closing.compareAndSet(false, true)) {
@@ -139,16 +144,26 @@ public final class Server implements AutoCloseable {
         }
         long t0 = System.nanoTime();
         try {
-            log.info("shutting down: closing {} frontend(s), then the host", frontends.size());
+            log.info("shutting down: closing {} frontend(s) and the host", frontends.size());
+            List<Thread> closers = new ArrayList<>();
             for (int i = frontends.size() - 1; i >= 0; i--) {
                 Running r = frontends.get(i);
-                closeQuietly(r.name(), r.frontend());
-                log.debug("frontend '{}' closed", r.name());
+                closers.add(Thread.ofPlatform().name("backplane-close-" + r.name()).start(() -> {
+                    closeQuietly(r.name(), r.frontend());
+                    log.debug("frontend '{}' closed", r.name());
+                }));
             }
             try {
                 host.close();
             } catch (RuntimeException e) {
                 log.error("the host did not close cleanly", e);
+            }
+            for (Thread t : closers) {
+                try {
+                    t.join();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
             }
             log.info("stopped in {} ms", (System.nanoTime() - t0) / 1_000_000);
         } finally {

@@ -123,7 +123,7 @@ class CliOptionsTest {
         assertTrue(out.toString().contains("serve") && out.toString().contains("bench"), out.toString());
         assertEquals(0, cli().execute("serve", "--help"));
         for (String o : List.of("--model-repository", "--model-control-mode", "--load-model", "--repository-poll-secs", "--http-port", "--grpc-port",
-                "--metrics-port", "--backend-directory", "--backend-config", "--exit-timeout-secs", "--log-verbose")) {
+                "--metrics-port", "--backend-directory", "--bundled-backends", "--backend-config", "--exit-timeout-secs", "--log-verbose")) {
             assertTrue(out.toString().contains(o), o + " missing from serve --help:\n" + out);
         }
         assertTrue(out.toString().contains("default: 8000"), out.toString());
@@ -151,12 +151,12 @@ class CliOptionsTest {
     @Test
     void serve_repeatableAndCaseInsensitiveOptions_parse() {
         ServeCommand s = parseServe("--model-repository", "a", "--model-repository=b", "--model-store", "c", "--model-control-mode", "EXPLICIT", "--load-model", "m1",
-                "--load-model=m2", "--backend-config=python,shm-default-byte-size=1048576", "--backend-config", "cpu,opt=a=b", "--log-verbose",
+                "--load-model=m2", "--backend-config=python,shm_initial_bytes=1048576", "--backend-config", "cpu,opt=a=b", "--log-verbose",
                 "--http-port", "0", "--grpc-port", "-1", "--allow-metrics=false", "--exit-timeout-secs", "0");
         assertEquals(List.of(Path.of("a"), Path.of("b"), Path.of("c")), s.modelRepositories);
         assertEquals(ModelControlMode.EXPLICIT, s.controlMode);
         assertEquals(List.of("m1", "m2"), s.loadModels);
-        assertEquals(List.of(new PluginOption("python", "shm-default-byte-size", "1048576"), new PluginOption("cpu", "opt", "a=b")), s.backendConfig);
+        assertEquals(List.of(new PluginOption("python", "shm_initial_bytes", "1048576"), new PluginOption("cpu", "opt", "a=b")), s.backendConfig);
         assertEquals(1, s.logVerbose);
         assertEquals(0, s.httpPort);
         assertEquals(-1, s.grpcPort);
@@ -175,7 +175,8 @@ class CliOptionsTest {
         }
         List<Server.FrontendSpec> specs = s.frontends(installed);
         assertEquals(List.of("http", "other"), specs.stream().map(Server.FrontendSpec::name).toList());
-        assertEquals(Map.of("port", "0", "host", "127.0.0.1", "threads", "4"), specs.get(0).options());
+        assertEquals(Map.of("port", "0", "host", "127.0.0.1", "threads", "4", "drain_timeout_ms", "30000"), specs.get(0).options(),
+                "http drains within --exit-timeout-secs");
         assertEquals(Map.of("port", "7000"), specs.get(1).options());
     }
 

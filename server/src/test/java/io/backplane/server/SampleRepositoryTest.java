@@ -65,7 +65,7 @@ class SampleRepositoryTest {
         CommandLine cl = Main.commandLine(REPO_ROOT, null, b -> b.backend(python), started::complete);
         cl.setErr(new PrintWriter(err, true));
         Thread t = Thread.ofPlatform().name("serve-samples").start(() -> exit.complete(cl.execute("serve", "--http-port", "0", "--grpc-port", "0",
-                "--backend-config", "python,shm-default-byte-size=1048576")));
+                "--backend-config", "python,shm_initial_bytes=1048576")));
         Server server;
         try {
             server = started.get(60, TimeUnit.SECONDS);
@@ -78,7 +78,7 @@ class SampleRepositoryTest {
             for (String m : List.of("add_sub", "repeat_decoupled")) {
                 assertTrue(index.stream().anyMatch(s -> s.name().equals(m) && s.state() == ModelState.READY), m + " not ready: " + index);
             }
-            assertEquals(Map.of("shm-default-byte-size", "1048576"), python.options, "--backend-config reaches the backend");
+            assertEquals(Map.of("shm_initial_bytes", "1048576"), python.options, "--backend-config reaches the backend");
 
             ModelMetadata md = server.host().metadata("add_sub", InferenceRequest.LATEST);
             assertEquals(List.of("INPUT0", "INPUT1"), md.inputs().stream().map(ModelMetadata.TensorMetadata::name).toList());

@@ -1,6 +1,7 @@
 package io.backplane.spi;
 
 import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.metrics.MetricRegistry;
 import java.nio.file.Path;
 
 /**
@@ -24,4 +25,15 @@ public interface ModelContext {
 
     /** The backend's host-level context. */
     BackendContext backend();
+
+    /**
+     * The host's custom-metrics registry, scoped to this model version: families created through
+     * it are exported by the host's metrics plugin beside the built-in series, and are removed
+     * when this version unloads (or fails to load). Thread-safe; never null.
+     *
+     * @throws UnsupportedOperationException when the host offers no custom metrics
+     */
+    default MetricRegistry metrics() {
+        throw new UnsupportedOperationException("this host offers no custom metrics");
+    }
 }

@@ -1,5 +1,8 @@
 package io.backplane.spi;
 
+import io.backplane.spi.host.RequestHandle;
+import io.backplane.spi.host.ResponseObserver;
+
 /**
  * An accepted request as the core schedules it: the client's {@link InferenceRequest} plus the
  * core's bookkeeping. Batchers queue these; backends execute them.
@@ -55,5 +58,30 @@ public interface ScheduledRequest {
      */
     default long timeoutOverrideMicros() {
         return request().timeoutMicros();
+    }
+
+    /**
+     * Starts a child request of this one (a BLS call: a model calling another model while it
+     * executes this request). The child goes through the host like any request, to any model of
+     * any backend, and {@code observer} receives its responses and then exactly one terminal call.
+     *
+     * <p>The child belongs to this request (DESIGN C1): when this request ends by any path (its
+     * FINAL, an error, cancellation, unload, instance failure) the host cancels its open
+     * children, and {@code observer} gets {@code onError} with {@link ErrorCode#CANCELLED} at
+     * once; nothing of the child reaches {@code observer} after this request ended. A child that
+     * could only run on an instance held by one of its own callers fails with
+     * {@link ErrorCode#UNAVAILABLE} instead of waiting forever (DESIGN C2). A child that cannot
+     * be accepted (unknown model, invalid input) gets {@code onError} before this method returns.
+     *
+     * <p>Callable from any thread while this request is open, typically from
+     * {@link ModelInstance#execute} or a thread it started. Calls to {@code observer} are
+     * serialized, may come from any thread (also the caller's, before this method returns), and
+     * must not block.
+     *
+     * @return a handle to cancel the child; never null
+     * @throws UnsupportedOperationException when the host does not support child requests
+     */
+    default RequestHandle startChild(InferenceRequest child, ResponseObserver observer) {
+        throw new UnsupportedOperationException("this host does not support child requests (BLS)");
     }
 }

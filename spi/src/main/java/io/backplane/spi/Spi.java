@@ -7,7 +7,9 @@ public final class Spi {
     /**
      * The SPI version. It grows by one whenever a capability is added or a type changes shape.
      * Version 2 made the config types final classes with builders, added
-     * {@link BackendCapabilities}, and moved the batcher SPI to {@code io.backplane.spi.batch}.
+     * {@link BackendCapabilities}, and moved the batcher SPI to {@code io.backplane.spi.batch};
+     * it also added child requests ({@link ScheduledRequest#startChild}) and custom metrics
+     * ({@link ModelContext#metrics()}, {@code io.backplane.spi.metrics}).
      */
     public static final int VERSION = 2;
 

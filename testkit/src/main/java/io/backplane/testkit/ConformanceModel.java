@@ -3,19 +3,13 @@ package io.backplane.testkit;
 import static java.util.Objects.requireNonNull;
 
 import io.backplane.core.config.ModelConfigParser;
-import io.backplane.core.config.VersionFolders;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.config.ModelConfig;
-import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 import java.util.function.LongFunction;
-import java.util.stream.Stream;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -62,19 +56,9 @@ public final class ConformanceModel {
     public static Builder fromRepository(Path repository, String model) {
         Path dir = repository.resolve(model);
         Builder b = new Builder(ModelConfigParser.parseModelDirectory(dir));
-        List<Long> versions = VersionFolders.scan(dir).versions();
-        if (!versions.isEmpty()) {
-            b.versionFilesFrom(dir.resolve(Long.toString(versions.getLast())));
-        }
-        try (Stream<Path> s = Files.list(dir)) {
-            for (Path f : s.filter(Files::isRegularFile).sorted().toList()) {
-                if (!f.getFileName().toString().equals(ModelConfigParser.CONFIG_FILE)) {
-                    b.modelFile(f.getFileName().toString(), Files.readAllBytes(f));
-                }
-            }
-        } catch (IOException e) {
-            throw new UncheckedIOException("cannot read model folder " + dir, e);
-        }
+        ModelFiles files = ModelFiles.ofFolder(dir);
+        b.versionFiles.putAll(files.versionFiles());
+        b.modelFiles.putAll(files.modelFiles());
         return b;
     }
 
@@ -90,6 +74,10 @@ public final class ConformanceModel {
     /** Relative path → content, written into the model folder (beside the version folders). */
     public Map<String, byte[]> modelFiles() {
         return modelFiles;
+    }
+
+    ModelFiles files() {
+        return new ModelFiles(modelFiles, versionFiles);
     }
 
     /** A valid request carrying a payload unique to {@code tag} (the kit sets its id). */
@@ -127,7 +115,7 @@ public final class ConformanceModel {
 
         /** A file of the version folder, e.g. {@code model.py} or {@code model.onnx}. */
         public Builder versionFile(String relativePath, byte[] content) {
-            versionFiles.put(checked(relativePath), content.clone());
+            versionFiles.put(ModelFiles.checked(relativePath), content.clone());
             return this;
         }
 
@@ -137,13 +125,13 @@ public final class ConformanceModel {
 
         /** Every file under {@code dir} (recursively) as a version-folder file. */
         public Builder versionFilesFrom(Path dir) {
-            readTree(dir, versionFiles);
+            versionFiles.putAll(ModelFiles.readTree(dir));
             return this;
         }
 
         /** A file of the model folder, beside the version folders. */
         public Builder modelFile(String relativePath, byte[] content) {
-            modelFiles.put(checked(relativePath), content.clone());
+            modelFiles.put(ModelFiles.checked(relativePath), content.clone());
             return this;
         }
 
@@ -174,24 +162,6 @@ public final class ConformanceModel {
 
         public ConformanceModel build() {
             return new ConformanceModel(this);
-        }
-
-        private static String checked(String relativePath) {
-            Path p = Path.of(relativePath);
-            if (p.isAbsolute() || p.normalize().startsWith("..")) {
-                throw new IllegalArgumentException("file path '" + relativePath + "' must be relative and stay inside the folder");
-            }
-            return relativePath;
-        }
-
-        private static void readTree(Path dir, Map<String, byte[]> into) {
-            try (Stream<Path> s = Files.walk(dir)) {
-                for (Path f : s.filter(Files::isRegularFile).sorted().toList()) {
-                    into.put(dir.relativize(f).toString(), Files.readAllBytes(f));
-                }
-            } catch (IOException e) {
-                throw new UncheckedIOException("cannot read model files from " + dir, e);
-            }
         }
     }
 }

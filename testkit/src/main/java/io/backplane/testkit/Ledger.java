@@ -23,6 +23,8 @@ final class Ledger {
         final AtomicInteger partials = new AtomicInteger();
         volatile boolean sawCancelled;
         volatile boolean executeReturned;
+        /** Counted down when the execute that had this request returned: the kit's handshake for L3. */
+        final java.util.concurrent.CountDownLatch returned = new java.util.concurrent.CountDownLatch(1);
         volatile boolean sentAfterReturn;
         volatile int batchRequests;
 

@@ -15,10 +15,6 @@ import io.backplane.spi.ResponseSender;
 import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.config.InstanceKind;
 import io.backplane.spi.config.ModelConfig;
-import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -46,12 +42,12 @@ final class Probe {
     final List<InstanceKind> instanceKinds = new CopyOnWriteArrayList<>();
     /** instance key → what it is executing now. */
     final Map<String, String> executing = new ConcurrentHashMap<>();
-    private final ConformanceModel model;
     private final Set<String> modelNames;
+    private final ModelFiles files;
     private volatile @Nullable Gate gate;
 
     Probe(ConformanceModel model, Set<String> modelNames) {
-        this.model = requireNonNull(model, "model is null");
+        this.files = requireNonNull(model, "model is null").files();
         this.modelNames = Set.copyOf(modelNames);
     }
 
@@ -64,27 +60,8 @@ final class Probe {
     }
 
     private void writeFiles(ModelContext ctx) {
-        if (!modelNames.contains(ctx.name())) {
-            return;
-        }
-        try {
-            synchronized (this) {
-                write(ctx.modelDirectory(), model.modelFiles());
-                write(ctx.versionDirectory(), model.versionFiles());
-            }
-        } catch (IOException e) {
-            throw new UncheckedIOException("the conformance kit could not write the model files of '" + ctx.name() + "'", e);
-        }
-    }
-
-    private static void write(Path dir, Map<String, byte[]> files) throws IOException {
-        Files.createDirectories(dir);
-        for (Map.Entry<String, byte[]> f : files.entrySet()) {
-            Path p = dir.resolve(f.getKey());
-            if (!Files.exists(p)) {
-                Files.createDirectories(p.getParent());
-                Files.write(p, f.getValue());
-            }
+        if (modelNames.contains(ctx.name())) {
+            files.writeInto(ctx.modelDirectory(), ctx.versionDirectory());
         }
     }
 
@@ -94,8 +71,7 @@ final class Probe {
 
         ProbeFactory(BackendFactory delegate) {
             this.delegate = requireNonNull(delegate, "backend() returned null");
-            ClassLoader l = delegate.getClass().getClassLoader();
-            this.loader = l != null ? l : ClassLoader.getSystemClassLoader();
+            this.loader = ContextLoader.of(delegate);
         }
 
         @Override
@@ -250,6 +226,7 @@ final class Probe {
                 executing.remove(key);
                 for (ProbeRequest p : wrapped) {
                     p.rec.executeReturned = true;
+                    p.rec.returned.countDown();
                     if (returned && !decoupled && p.rec.finals.get() == 0 && !p.delegate.sender().isClosed()) {
                         ledger.violation(Invariant.L6, p.rec.describe() + ": " + key + " returned from execute without sending its response;"
                                 + " a model that is not decoupled must send exactly one response with FINAL for every request before execute returns"
@@ -364,23 +341,6 @@ final class Probe {
         @Override
         public boolean isClosed() {
             return delegate.sender().isClosed();
-        }
-    }
-
-    /** Swaps the thread context class loader for a call into the backend; restores it on close. */
-    private static final class ContextLoader implements AutoCloseable {
-        private final Thread thread = Thread.currentThread();
-        private final ClassLoader previous = thread.getContextClassLoader();
-
-        static ContextLoader swap(ClassLoader loader) {
-            ContextLoader c = new ContextLoader();
-            c.thread.setContextClassLoader(loader);
-            return c;
-        }
-
-        @Override
-        public void close() {
-            thread.setContextClassLoader(previous);
         }
     }
 }

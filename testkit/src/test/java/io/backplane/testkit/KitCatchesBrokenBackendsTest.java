@@ -96,8 +96,8 @@ class KitCatchesBrokenBackendsTest {
     @Test
     void staysInExecuteAfterFinal_failsL3() {
         String m = failure(BrokenBackends.LingersAfterFinal.class, "finalFlag_releasesTheRequest_soUnloadDoesNotWait");
-        assertStartsWith("[L3 final-flag cleanup] unloading model 'echo' took", m);
-        assertTrue(m.contains("the whole unload deadline (1000 ms)") && m.contains("still inside execute"), m);
+        assertStartsWith("[L3 final-flag cleanup] request #", m);
+        assertTrue(m.contains("had its FINAL, but the backend stayed inside execute 3000 ms after it"), m);
         assertNamesRequest(m);
     }
 
@@ -158,8 +158,8 @@ class KitCatchesBrokenBackendsTest {
     @Test
     void closeBlocks_failsL7() {
         String m = failure(BrokenBackends.CloseBlocks.class, "unload_whileRequestsRun_endsEachOnce_withinTheDeadline_andReloads");
-        assertStartsWith("[L7 bounded unload] unloading model 'echo' took", m);
-        assertTrue(m.contains("instance(s)") && m.contains("were closed"), m);
+        assertStartsWith("[L7 bounded unload] after unloading model 'echo', 0 of 1 instance(s)", m);
+        assertTrue(m.contains("close() did not return within the unload deadline"), m);
     }
 
     @Test

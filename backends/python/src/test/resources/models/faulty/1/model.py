@@ -33,8 +33,11 @@ class TritonPythonModel:
         if first == "bls":
             req = pb_utils.InferenceRequest(model_name="other", requested_output_names=["X"],
                                             inputs=[pb_utils.Tensor("X", np.zeros(1, np.float32))])
-            req.exec()
+            r = req.exec()
+            if r.has_error():
+                raise pb_utils.TritonModelException("BLS failed: " + r.error().message())
         if first == "wait_cancel":
+            pb_utils.Logger.log_info("faulty: waiting for the cancellation")  # the tests' handshake
             deadline = time.time() + 10
             while not requests[0].is_cancelled() and time.time() < deadline:
                 time.sleep(0.005)

@@ -16,6 +16,7 @@ class TritonPythonModel:
             if p != "{}":
                 ms = json.loads(p).get("sleep_ms", 0)
                 if ms:
+                    pb_utils.Logger.log_info("identity: sleeping %d ms" % ms)  # the tests' handshake: execute has begun
                     time.sleep(ms / 1000.0)
             inp = pb_utils.get_input_tensor_by_name(request, "INPUT0")
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", inp.as_numpy())]))

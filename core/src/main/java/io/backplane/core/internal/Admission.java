@@ -97,7 +97,8 @@ final class Admission implements RequestState.Hold {
      */
     RequestState admit(InferenceRequest request, ResponseSink sink) {
         if (config.decoupled() && !sink.streams()) {
-            throw BackplaneException.invalid("model '" + name + "' is decoupled (it may send any number of responses); use stream()");
+            throw BackplaneException.invalid("model '" + name + "' is decoupled (it may send any number of responses): call it through a stream "
+                    + "(REST: POST /v2/models/" + name + "/generate_stream; gRPC: ModelStreamInfer; Java: InferenceService.stream)");
         }
         int batchSize = RequestValidator.validate(config, request);
         request = Reshape.toBackend(config, request);
@@ -112,7 +113,8 @@ final class Admission implements RequestState.Hold {
         }
         host.listener().requestAccepted(name, version);
         BatchGuard q = requireNonNull(queue, "queue");
-        if (!inline.isEmpty() && q.isIdle()) {
+        // A child (BLS) never runs on its caller's thread: that is often a backend's I/O thread.
+        if (!inline.isEmpty() && !(sink instanceof ChildRequests.Link) && q.isIdle()) {
             for (InstanceSlot slot : inline) {
                 if (slot.tryRunInline(r)) {
                     return r;
@@ -142,6 +144,7 @@ final class Admission implements RequestState.Hold {
     @Override
     public void release(RequestState r, Outcome outcome) {
         open.remove(r.id());
+        r.endChildren();
         long end = host.ticker().nanoTime();
         long dispatched = r.dispatchNanos();
         long queued = dispatched == 0 ? end - r.arrivalNanos() : dispatched - r.arrivalNanos();

@@ -44,7 +44,7 @@ public final class CoreModule extends AbstractModule {
     @Singleton
     PluginManager pluginManager() {
         List<io.backplane.spi.batch.BatcherFactory> batchers = new ArrayList<>(options.batchers());
-        return new PluginManager(options.backends(), batchers, options.backendsDirectory(), options.hostClassLoader(), options.backendOptions(),
+        return new PluginManager(options.backends(), batchers, options.backendsDirectories(), options.hostClassLoader(), options.backendOptions(),
                 workDirectory.resolve("backends"));
     }
 

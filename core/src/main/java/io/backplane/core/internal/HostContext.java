@@ -33,6 +33,8 @@ public final class HostContext {
     private final Duration restartBackoffMin;
     private final Duration restartBackoffMax;
     private final boolean callerRuns;
+    private final CustomMetrics customMetrics = new CustomMetrics();
+    private volatile @org.jspecify.annotations.Nullable ModelRegistry registry;
 
     public HostContext(Ticker ticker, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax, List<HostListener> initial,
             boolean callerRuns) {
@@ -43,6 +45,20 @@ public final class HostContext {
         this.listeners = new Listeners(initial);
         this.listeners.add(statistics);
         this.callerRuns = callerRuns;
+    }
+
+    /** The host-wide custom metric families (ModelContext.metrics()). */
+    public CustomMetrics customMetrics() {
+        return customMetrics;
+    }
+
+    /** The registry child requests (BLS) are admitted through; set once by the registry. */
+    ModelRegistry registry() {
+        return requireNonNull(registry, "no model registry is attached to this host");
+    }
+
+    void registry(ModelRegistry r) {
+        registry = r;
     }
 
     public long nextRequestId() {

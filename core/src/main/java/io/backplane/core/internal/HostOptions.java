@@ -10,16 +10,16 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
-import org.jspecify.annotations.Nullable;
 
 /** Everything the embedded builder collected; immutable. */
-public record HostOptions(List<Path> repositories, @Nullable Path backendsDirectory, ModelControlMode controlMode, List<String> initialModels,
+public record HostOptions(List<Path> repositories, List<Path> backendsDirectories, ModelControlMode controlMode, List<String> initialModels,
         Duration pollInterval, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax,
         Map<String, Map<String, String>> backendOptions, List<BackendFactory> backends, List<BatcherFactory> batchers,
         List<CodeModel> codeModels, Ticker ticker, List<HostListener> listeners, ClassLoader hostClassLoader, boolean callerRuns) {
 
     public HostOptions {
         repositories = List.copyOf(repositories);
+        backendsDirectories = List.copyOf(backendsDirectories);
         initialModels = List.copyOf(initialModels);
         backendOptions = Map.copyOf(backendOptions);
         backends = List.copyOf(backends);

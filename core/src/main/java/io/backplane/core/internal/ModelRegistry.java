@@ -62,6 +62,7 @@ public final class ModelRegistry {
         this.plugins = requireNonNull(plugins, "plugins is null");
         this.host = requireNonNull(host, "host is null");
         this.validator = requireNonNull(validator, "validator is null");
+        host.registry(this);
     }
 
     public ModelSource source() {
@@ -101,7 +102,9 @@ public final class ModelRegistry {
                 Backend backend = plugins.backend(backendName, name);
                 BackendContext bctx = plugins.contextFor(backendName);
                 long newest = def.versions().isEmpty() ? 1 : def.versions().getLast();
-                ModelConfig completed = backend.autoCompleteConfig(new VersionContext(name, newest, declared, def.directory(), bctx));
+                ModelConfig completed = backend.autoCompleteConfig(new VersionContext(name, newest, declared, def.directory(), bctx, (n, d, k) -> {
+                    throw new UnsupportedOperationException("custom metrics are available from loadModel on, not in autoCompleteConfig");
+                }));
                 ModelConfig config = BackendFit.apply(validator.apply(requireNonNull(completed, "autoCompleteConfig returned null")),
                         bctx.backendName(), plugins.capabilities(backendName), backend);
                 BatcherFactory batcher = plugins.batcher(batcherName(config), name);

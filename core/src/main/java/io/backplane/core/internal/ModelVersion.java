@@ -47,9 +47,13 @@ final class ModelVersion {
     private @Nullable Model model;
     private @Nullable BatchGuard batches;
     private volatile String unavailableReason = "";
+    private final ChildRequests.SelfCalls selfCalls = new ChildRequests.SelfCalls();
+    /** The custom metrics handed out through {@link VersionContext#metrics()}; closed when the version goes. */
+    private final CustomMetrics.Scope metrics;
 
-    private ModelVersion(VersionContext context, HostContext host) {
+    private ModelVersion(VersionContext context, CustomMetrics.Scope metrics, HostContext host) {
         this.context = context;
+        this.metrics = metrics;
         this.host = host;
         ModelConfig config = context.config();
         boolean ordered = config.dynamicBatching() != null && config.dynamicBatching().preserveOrdering() && !config.decoupled();
@@ -81,7 +85,8 @@ final class ModelVersion {
     public static ModelVersion load(String name, long version, ModelConfig config, Path modelDirectory, Backend backend,
             BackendContext backendContext, BatcherFactory batcherFactory, HostContext host) {
         long executeTimeout = executeTimeout(config);
-        ModelVersion v = new ModelVersion(new VersionContext(name, version, config, modelDirectory, backendContext), host);
+        CustomMetrics.Scope metrics = host.customMetrics().scope("model '" + name + "' version " + version);
+        ModelVersion v = new ModelVersion(new VersionContext(name, version, config, modelDirectory, backendContext, metrics), metrics, host);
         List<InstanceSlot> callerRuns = List.of();
         try {
             List<Placement.Spec> placed = Placement.of(name, config);
@@ -111,6 +116,7 @@ final class ModelVersion {
 
     private void abortLoad(Throwable cause) {
         admission.closed();
+        metrics.close();
         unavailableReason = String.valueOf(cause.getMessage());
         Duration limit = host.unloadTimeout();
         for (InstanceSlot s : instances) {
@@ -241,6 +247,7 @@ final class ModelVersion {
         }
         Model m = requireNonNull(model, "model");
         Bounded.run("model-close-" + name + "-v" + version, grace, m::close);
+        metrics.close();
         admission.closed();
         unavailableReason = "unloaded";
         log.info("unloaded model '{}' version {}", name, version);
@@ -258,6 +265,15 @@ final class ModelVersion {
                 r.terminate(queuedError, Outcome.OTHER, "unload-queued");
             }
         }
+    }
+
+    /** What requests of this version carry; a child's ancestors are compared by it (C2). */
+    RequestState.Origin origin() {
+        return admission.origin();
+    }
+
+    ChildRequests.SelfCalls selfCalls() {
+        return selfCalls;
     }
 
     @Override

@@ -84,6 +84,9 @@ final class RequestState implements ScheduledRequest, ResponseSender {
     private final AtomicInteger phase = new AtomicInteger(QUEUED);
     private volatile boolean cancelled;
     private volatile long dispatchNanos;
+    /** The request whose execution started this one (a BLS call), or null. */
+    private final @Nullable RequestState parent;
+    private volatile @Nullable ChildRequests children;
 
     RequestState(long id, InferenceRequest request, Origin origin, ResponseSink sink, int batchSize, int priorityLevel, long arrivalNanos) {
         this.id = id;
@@ -95,6 +98,7 @@ final class RequestState implements ScheduledRequest, ResponseSender {
         this.batchSize = batchSize;
         this.priorityLevel = priorityLevel;
         this.arrivalNanos = arrivalNanos;
+        this.parent = sink instanceof ChildRequests.Link link ? link.parent() : null;
     }
 
     @Override
@@ -135,6 +139,37 @@ final class RequestState implements ScheduledRequest, ResponseSender {
     @Override
     public long arrivalNanos() {
         return arrivalNanos;
+    }
+
+    Origin origin() {
+        return origin;
+    }
+
+    @Nullable RequestState parent() {
+        return parent;
+    }
+
+    @Override
+    public io.backplane.spi.host.RequestHandle startChild(InferenceRequest child, io.backplane.spi.host.ResponseObserver observer) {
+        ChildRequests c = children;
+        if (c == null) {
+            synchronized (open) {
+                c = children;
+                if (c == null) {
+                    c = new ChildRequests(this);
+                    children = c;
+                }
+            }
+        }
+        return c.start(child, observer, origin.host());
+    }
+
+    /** The request ended: its open children are cancelled (C1). */
+    void endChildren() {
+        ChildRequests c = children;
+        if (c != null) {
+            c.parentEnded();
+        }
     }
 
     /** Whether this request was admitted by {@code o}'s version (the batch guard drops foreign ones). */
@@ -291,6 +326,10 @@ final class RequestState implements ScheduledRequest, ResponseSender {
      */
     boolean cancel() {
         cancelled = true;
+        ChildRequests c = children;
+        if (c != null) {
+            c.cancelOpen();
+        }
         if (withdraw()) {
             terminate(new BackplaneException(ErrorCode.CANCELLED, describe() + " was cancelled while queued"), Outcome.CANCELED, "cancel");
             return true;

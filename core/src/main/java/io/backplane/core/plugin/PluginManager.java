@@ -22,6 +22,7 @@ import java.net.URL;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -68,14 +69,14 @@ public final class PluginManager implements AutoCloseable, BackendCatalog {
     private final Map<String, Backend> created = new LinkedHashMap<>();
     private final Map<String, Map<String, String>> backendOptions;
     private final Path workRoot;
-    private final @Nullable Path backendsDirectory;
+    private final List<Path> backendsDirectories;
 
-    public PluginManager(List<BackendFactory> explicitBackends, List<BatcherFactory> explicitBatchers, @Nullable Path backendsDirectory,
+    public PluginManager(List<BackendFactory> explicitBackends, List<BatcherFactory> explicitBatchers, List<Path> backendsDirectories,
             ClassLoader hostLoader, Map<String, Map<String, String>> backendOptions, Path workRoot) {
         this.hostLoader = requireNonNull(hostLoader, "hostLoader is null");
         this.backendOptions = Map.copyOf(backendOptions);
         this.workRoot = requireNonNull(workRoot, "workRoot is null");
-        this.backendsDirectory = backendsDirectory;
+        this.backendsDirectories = List.copyOf(backendsDirectories);
         for (BackendFactory f : explicitBackends) {
             registerBackend(new Provided<>(f, f.name(), loaderOf(f), "registered in code (" + f.getClass().getName() + ")"), true);
         }
@@ -83,8 +84,15 @@ public final class PluginManager implements AutoCloseable, BackendCatalog {
             registerBatcher(new Provided<>(f, f.name(), loaderOf(f), "registered in code (" + f.getClass().getName() + ")"), true);
         }
         discover(hostLoader, "class path");
-        if (backendsDirectory != null) {
-            scanDirectory(backendsDirectory);
+        for (Path dir : this.backendsDirectories) {
+            scanDirectory(dir);
+        }
+        for (String named : this.backendOptions.keySet()) {
+            String key = named.toLowerCase(Locale.ROOT);
+            if (!backends.containsKey(key) && !backendAliases.containsKey(key)) {
+                log.warn("backend options name backend '{}', which is not installed; they are ignored. Available backends: {}, aliases: {}", named,
+                        backendNames(), new TreeSet<>(backendAliases.keySet()));
+            }
         }
     }
 
@@ -396,7 +404,7 @@ public final class PluginManager implements AutoCloseable, BackendCatalog {
         } catch (IOException e) {
             throw new BackplaneException(ErrorCode.INTERNAL, "cannot create work directory '" + work + "': " + e.getMessage(), e);
         }
-        Map<String, String> options = backendOptions.getOrDefault(name, Map.of());
+        Map<String, String> options = optionsFor(name);
         return new BackendContext() {
             @Override
             public String backendName() {
@@ -418,6 +426,30 @@ public final class PluginManager implements AutoCloseable, BackendCatalog {
                 return Spi.VERSION;
             }
         };
+    }
+
+    /**
+     * The options given for a backend under its name or any of its aliases ({@code onnxruntime,…}
+     * reaches {@code cpu}); a key given under two of them is an error naming both.
+     */
+    private Map<String, String> optionsFor(String name) {
+        Map<String, String> merged = new LinkedHashMap<>();
+        Map<String, String> from = new HashMap<>();
+        for (Map.Entry<String, Map<String, String>> e : backendOptions.entrySet()) {
+            String key = e.getKey().toLowerCase(Locale.ROOT);
+            if (!key.equals(name) && !name.equals(backendAliases.get(key))) {
+                continue;
+            }
+            for (Map.Entry<String, String> o : e.getValue().entrySet()) {
+                String earlier = from.putIfAbsent(o.getKey(), e.getKey());
+                if (earlier != null && !merged.get(o.getKey()).equals(o.getValue())) {
+                    throw BackplaneException.invalid("backend option '" + o.getKey() + "' of backend '" + name + "' is given twice, as '" + earlier + ","
+                            + o.getKey() + "=" + merged.get(o.getKey()) + "' and '" + e.getKey() + "," + o.getKey() + "=" + o.getValue() + "'; keep one");
+                }
+                merged.put(o.getKey(), o.getValue());
+            }
+        }
+        return Map.copyOf(merged);
     }
 
     /** A batcher factory by name, wrapped to run under its plugin's class loader. */
@@ -458,7 +490,8 @@ public final class PluginManager implements AutoCloseable, BackendCatalog {
                             "org.jspecify", "org.checkerframework", "io.perfmark", "org.codehaus", "android", "org.HdrHistogram")
                     .scan()) {
                 for (ClassInfo ci : scan.getClassesImplementing(BackendFactory.class.getName())) {
-                    if (ci.isAbstract() || ci.isInterface()) {
+                    // Backplane's own unregistered factories (the bench tool's, tests') are internal, never a hint
+                    if (ci.isAbstract() || ci.isInterface() || ci.getName().startsWith("io.backplane.")) {
                         continue;
                     }
                     boolean registered = backends.values().stream().anyMatch(p -> p.factory().getClass().getName().equals(ci.getName()));
@@ -471,7 +504,7 @@ public final class PluginManager implements AutoCloseable, BackendCatalog {
             log.debug("diagnostic scan failed", e);
         }
         if (found.isEmpty()) {
-            return backendsDirectory == null ? "" : " (backends directory: " + backendsDirectory + ")";
+            return backendsDirectories.isEmpty() ? "" : " (backends directories: " + backendsDirectories + ")";
         }
         return ". Found BackendFactory implementations that are not registered: " + found
                 + " — list them in META-INF/services/io.backplane.spi.BackendFactory of their jar";

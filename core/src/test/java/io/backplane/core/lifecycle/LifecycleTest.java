@@ -470,7 +470,7 @@ class LifecycleTest {
         start(true);
         BackplaneException e = failure(host.infer(request("m", 1)));
         assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
-        assertTrue(e.getMessage().contains("use stream()"), e.getMessage());
+        assertTrue(e.getMessage().contains("generate_stream"), e.getMessage());
     }
 
     @Test

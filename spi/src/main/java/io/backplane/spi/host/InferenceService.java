@@ -3,6 +3,7 @@ package io.backplane.spi.host;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.metrics.MetricFamilySnapshot;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 
@@ -71,4 +72,13 @@ public interface InferenceService {
 
     /** Backplane's version string. */
     String version();
+
+    /**
+     * The custom metric families backends created through
+     * {@link io.backplane.spi.ModelContext#metrics()}, for exporters such as the metrics plugin.
+     * Never null; empty when there are none or the host offers none.
+     */
+    default List<MetricFamilySnapshot> customMetrics() {
+        return List.of();
+    }
 }

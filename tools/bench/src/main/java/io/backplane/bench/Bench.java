@@ -9,17 +9,40 @@ import io.backplane.protocol.inference.ModelInferRequest;
 import io.backplane.protocol.inference.ModelInferResponse;
 import io.backplane.protocol.inference.ModelMetadataRequest;
 import io.backplane.protocol.inference.ModelMetadataResponse;
-import io.backplane.protocol.inference.ModelStatisticsRequest;
+import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
 import io.backplane.spi.InferenceRequest;
+import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.Tensor;
 import io.backplane.spi.host.InferenceService;
 import io.backplane.spi.host.ModelMetadata;
-import io.backplane.spi.host.ModelStatistics;
+import io.backplane.spi.host.ResponseObserver;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.stub.StreamObserver;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import io.netty.bootstrap.Bootstrap;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;
@@ -42,28 +65,6 @@ import io.netty.handler.codec.http.HttpMethod;
 import io.netty.handler.codec.http.HttpObjectAggregator;
 import io.netty.handler.codec.http.HttpVersion;
 import io.netty.util.concurrent.DefaultThreadFactory;
-import java.io.ByteArrayOutputStream;
-import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.lang.foreign.MemorySegment;
-import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
-import java.time.Duration;
-import java.util.ArrayList;
-import java.util.Arrays;
-import java.util.List;
-import java.util.Locale;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicReference;
 import org.HdrHistogram.Histogram;
 import org.HdrHistogram.Recorder;
 import org.jspecify.annotations.Nullable;
@@ -88,7 +89,9 @@ public final class Bench {
     /** Runs every concurrency level of {@code options} and returns the measurements. */
     public static BenchResult run(BenchOptions options) throws Exception {
         if (options.embeddedRepository() != null) {
-            try (BackplaneHost host = BackplaneHost.builder().modelRepository(options.embeddedRepository()).build()) {
+            BackplaneHost.Builder builder = BackplaneHost.builder().modelRepository(options.embeddedRepository());
+            options.backendsDirectories().forEach(builder::backendsDirectory);
+            try (BackplaneHost host = builder.build()) {
                 return run(options, new EmbeddedDriver(host, options));
             }
         }
@@ -97,6 +100,11 @@ public final class Bench {
         }
         if (options.grpc() != null) {
             try (GrpcDriver d = new GrpcDriver(options)) {
+                return run(options, d);
+            }
+        }
+        if (RestStreamDriver.decoupled(options)) {
+            try (RestStreamDriver d = new RestStreamDriver(options)) {
                 return run(options, d);
             }
         }
@@ -109,23 +117,35 @@ public final class Bench {
         List<BenchResult.Level> levels = new ArrayList<>();
         for (int c : options.concurrency()) {
             driver.prepare(c);
-            levels.add(level(driver, c, options.warmup(), options.duration()));
+            levels.add(level(driver, c, options.warmup(), options.duration(), options.requestCount()));
         }
-        return new BenchResult(options.targetName(), options.model(), levels);
+        return new BenchResult(options.targetName(), options.model(), driver.streaming(), levels);
     }
 
-    /** One request-sending strategy. {@link #call()} must not block. */
-    private interface Driver extends AutoCloseable {
+    /**
+     * One request-sending strategy. An asynchronous driver's {@link #call()} must not block; a
+     * {@linkplain #blocking() blocking} one is called from one thread per virtual client, which
+     * waits for each answer as an application thread would.
+     */
+    interface Driver extends AutoCloseable {
         default void prepare(int concurrency) {
         }
 
+        /** Completes with the response, or for a stream with its {@link StreamTimes}. */
         CompletableFuture<?> call();
 
-        /**
-         * The server's cumulative statistics of the model (statistics extension): successful
-         * requests, their queue and compute nanoseconds; null when the server does not serve them.
-         */
-        default long @Nullable [] serverTimes() {
+        /** Whether each virtual client is a thread blocking on its request (embedded mode). */
+        default boolean blocking() {
+            return false;
+        }
+
+        /** Whether requests go over a stream (decoupled models). */
+        default boolean streaming() {
+            return false;
+        }
+
+        /** The server's cumulative statistics for the model, or null when it has none. */
+        default ServerStats.@Nullable Snapshot stats() {
             return null;
         }
 
@@ -134,40 +154,30 @@ public final class Bench {
         }
     }
 
-    /** {count, queue ns, compute ns} summed over the versions in a statistics answer. */
-    static long[] times(List<ModelStatistics> all) {
-        long[] t = new long[3];
-        for (ModelStatistics m : all) {
-            t[0] += m.success().count();
-            t[1] += m.queue().nanos();
-            t[2] += m.computeInput().nanos() + m.computeInfer().nanos() + m.computeOutput().nanos();
-        }
-        return t;
-    }
-
-    private static long @Nullable [] serverTimes(Driver driver) {
-        try {
-            return driver.serverTimes();
-        } catch (RuntimeException e) {
-            return null; // the server does not serve statistics: report client-side figures only
-        }
+    /** When each response of one streamed request arrived ({@link System#nanoTime()}). */
+    record StreamTimes(long[] arrivals) {
     }
 
     private static final class Run {
         final Recorder latency = new Recorder(3);
-        final AtomicLong ok = new AtomicLong();
+        final Recorder firstResponse = new Recorder(3);
+        final Recorder betweenResponses = new Recorder(3);
         final AtomicLong errors = new AtomicLong();
+        final AtomicLong responses = new AtomicLong();
         final AtomicReference<String> firstError = new AtomicReference<>("");
         volatile boolean measuring;
         volatile boolean running = true;
         final CountDownLatch stopped;
+        final CountDownLatch measured;
         final Driver driver;
 
-        Run(Driver driver, int concurrency) {
+        Run(Driver driver, int concurrency, long requestCount) {
             this.driver = driver;
             this.stopped = new CountDownLatch(concurrency);
+            this.measured = new CountDownLatch((int) Math.min(Integer.MAX_VALUE, Math.max(1, requestCount)));
         }
 
+        /** An asynchronous virtual client: the next request leaves from the thread that completed the last. */
         void loop() {
             while (running) {
                 long t0 = System.nanoTime();
@@ -178,16 +188,43 @@ public final class Bench {
                     f = CompletableFuture.failedFuture(t);
                 }
                 if (f.isDone()) {
-                    record(t0, f.isCompletedExceptionally() ? exception(f) : null);
+                    record(t0, f.isCompletedExceptionally() ? null : f.getNow(null), f.isCompletedExceptionally() ? exception(f) : null);
                     continue;
                 }
                 f.whenComplete((r, e) -> {
-                    record(t0, e);
+                    record(t0, r, e);
                     loop();
                 });
                 return;
             }
             stopped.countDown();
+        }
+
+        /**
+         * A blocking virtual client: its own thread sends a request and waits for the answer, so
+         * the latency includes waking that thread, as an application calling {@code get()} sees it.
+         */
+        void block() {
+            try {
+                while (running) {
+                    long t0 = System.nanoTime();
+                    Object result = null;
+                    Throwable error = null;
+                    try {
+                        result = driver.call().get();
+                    } catch (ExecutionException e) {
+                        error = e.getCause() != null ? e.getCause() : e;
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                        return;
+                    } catch (RuntimeException e) {
+                        error = e;
+                    }
+                    record(t0, result, error);
+                }
+            } finally {
+                stopped.countDown();
+            }
         }
 
         private static Throwable exception(CompletableFuture<?> f) {
@@ -199,50 +236,88 @@ public final class Bench {
             }
         }
 
-        void record(long t0, @Nullable Throwable e) {
+        void record(long t0, @Nullable Object result, @Nullable Throwable e) {
+            long end = System.nanoTime();
             if (!measuring) {
                 return;
             }
+            measured.countDown();
             if (e == null) {
-                latency.recordValue(Math.max(1, System.nanoTime() - t0));
-                ok.incrementAndGet();
+                latency.recordValue(Math.max(1, end - t0));
+                if (result instanceof StreamTimes st && st.arrivals().length > 0) {
+                    long previous = st.arrivals()[0];
+                    firstResponse.recordValue(Math.max(1, previous - t0));
+                    for (int i = 1; i < st.arrivals().length; i++) {
+                        betweenResponses.recordValue(Math.max(1, st.arrivals()[i] - previous));
+                        previous = st.arrivals()[i];
+                    }
+                    responses.addAndGet(st.arrivals().length);
+                }
             } else {
                 errors.incrementAndGet();
                 Throwable c = e.getCause() != null && e instanceof java.util.concurrent.CompletionException ? e.getCause() : e;
-                firstError.compareAndSet("", String.valueOf(c));
+                firstError.compareAndSet("", describe(c));
             }
         }
     }
 
-    private static BenchResult.Level level(Driver driver, int concurrency, Duration warmup, Duration duration) throws InterruptedException {
-        Run run = new Run(driver, concurrency);
+    private static BenchResult.Level level(Driver driver, int concurrency, Duration warmup, Duration duration, long requestCount)
+            throws InterruptedException {
+        Run run = new Run(driver, concurrency, requestCount);
         for (int i = 0; i < concurrency; i++) {
-            run.loop();
+            if (driver.blocking()) {
+                Thread.ofPlatform().name("bench-client-" + i).daemon(true).start(run::block);
+            } else {
+                run.loop();
+            }
         }
         Thread.sleep(warmup.toMillis());
+        ServerStats.Snapshot before = driver.stats();
         run.latency.reset();
+        run.firstResponse.reset();
+        run.betweenResponses.reset();
         run.measuring = true;
-        long[] before = serverTimes(driver);
         long start = System.nanoTime();
-        Thread.sleep(duration.toMillis());
+        if (requestCount > 0) {
+            run.measured.await(duration.toMillis(), TimeUnit.MILLISECONDS); // N requests, or the duration as a limit
+        } else {
+            Thread.sleep(duration.toMillis());
+        }
         run.measuring = false;
-        long[] after = serverTimes(driver);
         double seconds = (System.nanoTime() - start) / 1e9;
+        ServerStats.Snapshot after = before == null ? null : driver.stats();
         run.running = false;
-        Histogram h = run.latency.getIntervalHistogram();
         if (!run.stopped.await(60, TimeUnit.SECONDS)) {
             throw new IllegalStateException("requests still outstanding 60 s after the level ended");
         }
+        // every client has stopped: a request that ended in the window is in all the figures, or in none
+        Histogram h = run.latency.getIntervalHistogram();
+        Histogram first = run.firstResponse.getIntervalHistogram();
+        Histogram between = run.betweenResponses.getIntervalHistogram();
         long ok = h.getTotalCount();
-        double queue = Double.NaN;
-        double compute = Double.NaN;
-        if (before != null && after != null && after[0] > before[0]) {
-            long n = after[0] - before[0];
-            queue = (after[1] - before[1]) / 1e3 / n;
-            compute = (after[2] - before[2]) / 1e3 / n;
+        double[] server = ServerStats.perRequestMicros(before, after);
+        return new BenchResult.Level(concurrency, ok, run.errors.get(), seconds, ok / seconds, micros(h, 50), micros(h, 90), micros(h, 95),
+                micros(h, 99), h.getTotalCount() == 0 ? Double.NaN : h.getMean() / 1e3, micros(first, 50), micros(first, 99), micros(between, 50),
+                micros(between, 99), run.responses.get(), server[0], server[1], run.firstError.get());
+    }
+
+    private static double micros(Histogram h, double percentile) {
+        return h.getTotalCount() == 0 ? Double.NaN : h.getValueAtPercentile(percentile) / 1e3;
+    }
+
+    /** An error as a user reads it: the cause's message, with the exception's simple name only when it has none. */
+    static String describe(Throwable t) {
+        if (t instanceof java.net.ConnectException) {
+            return "connection refused" + (t.getMessage() == null || t.getMessage().isBlank() ? "" : ": " + t.getMessage());
         }
-        return new BenchResult.Level(concurrency, ok, run.errors.get(), seconds, ok / seconds, h.getValueAtPercentile(50) / 1e3,
-                h.getValueAtPercentile(90) / 1e3, h.getValueAtPercentile(99) / 1e3, h.getMean() / 1e3, queue, compute, run.firstError.get());
+        String m = t.getMessage();
+        return m == null || m.isBlank() ? t.getClass().getSimpleName() : m;
+    }
+
+    /** The error for a server that cannot be reached, saying what to check. */
+    static IllegalStateException unreachable(String target, Throwable cause) {
+        return new IllegalStateException("cannot reach " + target + " (" + describe(cause) + "). Is a server running there? Start one with "
+                + "'backplane serve', or give the --url (REST) or --grpc (host:port) it serves on.", cause);
     }
 
     /** One input as the bench sends it. */
@@ -274,13 +349,16 @@ public final class Bench {
         return out;
     }
 
+    /** The embedded host, called as a Java application calls it: one blocking thread per virtual client. */
     private static final class EmbeddedDriver implements Driver {
         private final InferenceService service;
         private final InferenceRequest request;
+        private final boolean decoupled;
 
         EmbeddedDriver(InferenceService service, BenchOptions o) {
             this.service = service;
             ModelMetadata md = service.metadata(o.model(), o.version());
+            this.decoupled = service.modelConfig(o.model(), o.version()).decoupled();
             InferenceRequest.Builder b = InferenceRequest.builder(o.model());
             if (o.version() > 0) {
                 b.version(o.version());
@@ -292,13 +370,43 @@ public final class Bench {
         }
 
         @Override
-        public CompletableFuture<?> call() {
-            return service.infer(request);
+        public boolean blocking() {
+            return true;
         }
 
         @Override
-        public long[] serverTimes() {
-            return times(service.statistics(request.modelName(), request.modelVersion()));
+        public boolean streaming() {
+            return decoupled;
+        }
+
+        @Override
+        public CompletableFuture<?> call() {
+            if (!decoupled) {
+                return service.infer(request);
+            }
+            CompletableFuture<StreamTimes> f = new CompletableFuture<>();
+            List<Long> arrivals = new ArrayList<>();
+            service.stream(request, new ResponseObserver() {
+                @Override
+                public void onResponse(InferenceResponse response) {
+                    synchronized (arrivals) {
+                        arrivals.add(System.nanoTime());
+                    }
+                }
+
+                @Override
+                public void onComplete() {
+                    synchronized (arrivals) {
+                        f.complete(new StreamTimes(arrivals.stream().mapToLong(Long::longValue).toArray()));
+                    }
+                }
+
+                @Override
+                public void onError(BackplaneException error) {
+                    f.completeExceptionally(error);
+                }
+            });
+            return f;
         }
     }
 
@@ -313,8 +421,17 @@ public final class Bench {
             this.options = o;
             ManagedChannel first = channel();
             channels.add(first);
-            ModelMetadataResponse md = GRPCInferenceServiceGrpc.newBlockingStub(first).withDeadlineAfter(30, TimeUnit.SECONDS).modelMetadata(
-                    ModelMetadataRequest.newBuilder().setName(o.model()).setVersion(o.version() > 0 ? Long.toString(o.version()) : "").build());
+            ModelMetadataResponse md;
+            try {
+                md = GRPCInferenceServiceGrpc.newBlockingStub(first).withDeadlineAfter(30, TimeUnit.SECONDS).modelMetadata(
+                        ModelMetadataRequest.newBuilder().setName(o.model()).setVersion(o.version() > 0 ? Long.toString(o.version()) : "").build());
+            } catch (RuntimeException e) {
+                first.shutdownNow();
+                if (String.valueOf(e.getMessage()).startsWith("UNAVAILABLE")) {
+                    throw unreachable("the gRPC server at " + o.grpc(), e);
+                }
+                throw new IllegalStateException("model metadata of '" + o.model() + "' from gRPC " + o.grpc() + " failed: " + describe(e), e);
+            }
             List<ModelMetadata.TensorMetadata> meta = md.getInputsList().stream().map(t -> new ModelMetadata.TensorMetadata(t.getName(),
                     DataType.fromProtocolName(t.getDatatype()), t.getShapeList())).toList();
             ModelInferRequest.Builder b = ModelInferRequest.newBuilder().setModelName(o.model())
@@ -325,21 +442,6 @@ public final class Bench {
                 b.addRawInputContents(ByteString.copyFrom(in.zeros()));
             }
             this.request = b.build();
-        }
-
-        @Override
-        public long[] serverTimes() {
-            var r = GRPCInferenceServiceGrpc.newBlockingStub(channels.get(0)).withDeadlineAfter(30, TimeUnit.SECONDS).modelStatistics(
-                    ModelStatisticsRequest.newBuilder().setName(options.model()).setVersion(options.version() > 0 ? Long.toString(options.version()) : "")
-                            .build());
-            long[] t = new long[3];
-            for (var m : r.getModelStatsList()) {
-                var st = m.getInferenceStats();
-                t[0] += st.getSuccess().getCount();
-                t[1] += st.getQueue().getNs();
-                t[2] += st.getComputeInput().getNs() + st.getComputeInfer().getNs() + st.getComputeOutput().getNs();
-            }
-            return t;
         }
 
         private ManagedChannel channel() {
@@ -411,42 +513,19 @@ public final class Bench {
         private final byte[] body;
         private final int headerLength;
 
-        private final URI statsUri;
-
-        @Override
-        public long[] serverTimes() {
-            try (HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(10)).build()) {
-                HttpResponse<String> r = client.send(HttpRequest.newBuilder(statsUri).timeout(Duration.ofSeconds(30)).GET().build(),
-                        HttpResponse.BodyHandlers.ofString());
-                if (r.statusCode() != 200) {
-                    throw new IllegalStateException("statistics from " + statsUri + ": " + r.statusCode());
-                }
-                long[] t = new long[3];
-                for (JsonNode m : JSON.readTree(r.body()).get("model_stats")) {
-                    JsonNode st = m.get("inference_stats");
-                    t[0] += st.get("success").get("count").asLong();
-                    t[1] += st.get("queue").get("ns").asLong();
-                    t[2] += st.get("compute_input").get("ns").asLong() + st.get("compute_infer").get("ns").asLong()
-                            + st.get("compute_output").get("ns").asLong();
-                }
-                return t;
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new IllegalStateException(e);
-            }
-        }
-
         RestDriver(BenchOptions o) throws IOException, InterruptedException {
             URI base = URI.create(o.url().endsWith("/") ? o.url().substring(0, o.url().length() - 1) : o.url());
             host = base.getHost();
             port = base.getPort() > 0 ? base.getPort() : 80;
             String modelPath = base.getPath() + "/v2/models/" + o.model() + (o.version() > 0 ? "/versions/" + o.version() : "");
-            statsUri = base.resolve(modelPath + "/stats");
             String md;
             try (HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(10)).build()) {
-                HttpResponse<String> r = client.send(HttpRequest.newBuilder(base.resolve(modelPath)).GET().build(), HttpResponse.BodyHandlers.ofString());
+                HttpResponse<String> r;
+                try {
+                    r = client.send(HttpRequest.newBuilder(base.resolve(modelPath)).GET().build(), HttpResponse.BodyHandlers.ofString());
+                } catch (java.net.ConnectException e) {
+                    throw unreachable(base.toString(), e);
+                }
                 if (r.statusCode() != 200) {
                     throw new IllegalStateException("model metadata from " + base.resolve(modelPath) + " failed: " + r.statusCode() + " " + r.body());
                 }
@@ -475,6 +554,16 @@ public final class Bench {
             body = Arrays.copyOf(h, h.length + binary.size());
             System.arraycopy(binary.toByteArray(), 0, body, h.length, binary.size());
             path = modelPath + "/infer";
+            statsClient = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(10)).build();
+            statsUri = base.resolve(modelPath.replaceFirst("/versions/\\d+$", "") + "/stats");
+        }
+
+        private final HttpClient statsClient;
+        private final URI statsUri;
+
+        @Override
+        public ServerStats.@Nullable Snapshot stats() {
+            return ServerStats.fetch(statsClient, statsUri);
         }
 
         private final class Connection extends SimpleChannelInboundHandler<FullHttpResponse> {
@@ -556,112 +645,21 @@ public final class Bench {
                 }
             }
             group.shutdownGracefully(0, 2, TimeUnit.SECONDS).syncUninterruptibly();
+            statsClient.close();
         }
     }
 
-    /**
-     * Command line: {@code --url http://host:8000 | --grpc host:8001 | --embedded-repository DIR},
-     * {@code --model NAME} (required), {@code --model-version N}, {@code --concurrency 1,8,64},
-     * {@code --duration-s 5}, {@code --warmup-s 1}, {@code --input-shape 1,16},
-     * {@code --input-datatype FP32}, {@code --connections N}.
-     */
+    /** Parses a command line into options (for tests and programs); {@link #main} also takes the output options. */
     public static BenchOptions parse(String... args) {
-        String model = null;
-        BenchOptions.Builder b;
-        String url = null;
-        String grpc = null;
-        String repo = null;
-        for (int i = 0; i < args.length; i++) {
-            String a = args[i];
-            String v;
-            int eq = a.indexOf('=');
-            if (a.startsWith("--") && eq > 0) {
-                v = a.substring(eq + 1);
-                a = a.substring(0, eq);
-            } else if (a.equals("--help") || a.equals("-h")) {
-                throw new IllegalArgumentException(usage());
-            } else {
-                if (i + 1 >= args.length) {
-                    throw new IllegalArgumentException("option " + a + " needs a value\n" + usage());
-                }
-                v = args[++i];
-            }
-            String value = v;
-            switch (a) {
-                case "--url" -> url = value;
-                case "--grpc" -> grpc = value;
-                case "--embedded-repository" -> repo = value;
-                case "--model" -> model = value;
-                case "--model-version", "--concurrency", "--duration-s", "--warmup-s", "--input-shape", "--input-datatype", "--connections" -> {
-                }
-                default -> throw new IllegalArgumentException("unknown option " + a + "\n" + usage());
-            }
-        }
-        if (model == null) {
-            throw new IllegalArgumentException("--model is required\n" + usage());
-        }
-        b = BenchOptions.builder(model);
-        if (url != null) {
-            b.url(url);
-        }
-        if (grpc != null) {
-            b.grpc(grpc);
-        }
-        if (repo != null) {
-            b.embeddedRepository(Path.of(repo));
-        }
-        for (int i = 0; i < args.length; i++) {
-            String a = args[i];
-            String v;
-            int eq = a.indexOf('=');
-            if (a.startsWith("--") && eq > 0) {
-                v = a.substring(eq + 1);
-                a = a.substring(0, eq);
-            } else {
-                v = args[++i];
-            }
-            try {
-                switch (a) {
-                    case "--model-version" -> b.version(Long.parseLong(v));
-                    case "--concurrency" -> b.concurrency(Arrays.stream(v.split(",")).map(String::trim).map(Integer::parseInt).toList());
-                    case "--duration-s" -> b.duration(Duration.ofMillis((long) (Double.parseDouble(v) * 1000)));
-                    case "--warmup-s" -> b.warmup(Duration.ofMillis((long) (Double.parseDouble(v) * 1000)));
-                    case "--input-shape" -> b.inputShape(Arrays.stream(v.split(",")).map(String::trim).map(Long::parseLong).toList());
-                    case "--input-datatype" -> b.inputDatatype(v.toUpperCase(Locale.ROOT));
-                    case "--connections" -> b.connections(Integer.parseInt(v));
-                    default -> {
-                    }
-                }
-            } catch (NumberFormatException e) {
-                throw new IllegalArgumentException("option " + a + ": '" + v + "' is not a number (list)\n" + usage());
-            }
-        }
-        return b.build();
+        return BenchCli.parse(args).options();
     }
 
-    public static String usage() {
-        return """
-                usage: backplane bench (--url http://HOST:8000 | --grpc HOST:8001 | --embedded-repository DIR) --model NAME
-                         [--model-version N] [--concurrency 1,8,64] [--duration-s 5] [--warmup-s 1]
-                         [--input-shape 1,16] [--input-datatype FP32] [--connections N]""";
-    }
-
-    /** Runs {@link #parse} then {@link #run} and prints the table; exit status 2 on bad arguments, 1 on failure. */
+    /** Runs the command line: exit status 0, 1 when errors passed {@code --max-error-rate} or the run failed, 2 for bad options. */
     public static void main(String[] args) {
-        BenchOptions o;
-        try {
-            o = parse(args);
-        } catch (IllegalArgumentException e) {
-            System.err.println(e.getMessage());
-            System.exit(2);
-            return;
-        }
-        try {
-            System.out.print(run(o).table());
-        } catch (Exception e) {
-            System.err.println("bench failed: " + e);
-            System.exit(1);
+        int status = BenchCli.execute(args, new java.io.PrintWriter(System.out, true, StandardCharsets.UTF_8),
+                new java.io.PrintWriter(System.err, true, StandardCharsets.UTF_8));
+        if (status != 0) {
+            System.exit(status);
         }
     }
-
 }

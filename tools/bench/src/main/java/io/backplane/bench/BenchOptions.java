@@ -24,10 +24,15 @@ import org.jspecify.annotations.Nullable;
  * @param inputDatatype datatype override, or null for the metadata's
  * @param connections gRPC channels (and so server connections) to spread load over; 0 = one per
  *     available processor, capped by the concurrency
+ * @param requestCount when positive, each level ends once this many requests were measured (or
+ *     when {@code duration} passes first); 0 measures for {@code duration}
+ * @param backendsDirectories embedded mode: the folders of backend plugin directories the host
+ *     loads (the distribution's {@code backends/} by default, from the command line)
  */
 public record BenchOptions(@Nullable String url, @Nullable String grpc, @Nullable Path embeddedRepository,
         @Nullable InferenceService service, String model, long version, List<Integer> concurrency, Duration duration, Duration warmup,
-        @Nullable List<Long> inputShape, @Nullable String inputDatatype, int connections) {
+        @Nullable List<Long> inputShape, @Nullable String inputDatatype, int connections,
+        long requestCount, List<Path> backendsDirectories) {
 
     public BenchOptions {
         requireNonNull(model, "model is null");
@@ -35,12 +40,16 @@ public record BenchOptions(@Nullable String url, @Nullable String grpc, @Nullabl
         requireNonNull(duration, "duration is null");
         requireNonNull(warmup, "warmup is null");
         inputShape = inputShape == null ? null : List.copyOf(inputShape);
+        backendsDirectories = List.copyOf(backendsDirectories);
         int targets = (url != null ? 1 : 0) + (grpc != null ? 1 : 0) + (embeddedRepository != null ? 1 : 0) + (service != null ? 1 : 0);
         if (targets != 1) {
             throw new IllegalArgumentException("give exactly one target: --url, --grpc or --embedded-repository (found " + targets + ")");
         }
         if (concurrency.isEmpty() || concurrency.stream().anyMatch(c -> c < 1)) {
             throw new IllegalArgumentException("concurrency levels must be ≥ 1, got " + concurrency);
+        }
+        if (requestCount < 0) {
+            throw new IllegalArgumentException("request count must be ≥ 0, got " + requestCount);
         }
         if (duration.isZero() || duration.isNegative()) {
             throw new IllegalArgumentException("duration must be positive, got " + duration);
@@ -80,6 +89,8 @@ public record BenchOptions(@Nullable String url, @Nullable String grpc, @Nullabl
         private @Nullable List<Long> shape;
         private @Nullable String datatype;
         private int connections;
+        private final List<Path> backendsDirectories = new ArrayList<>();
+        private long requestCount;
 
         private Builder(String model) {
             this.model = model;
@@ -140,8 +151,21 @@ public record BenchOptions(@Nullable String url, @Nullable String grpc, @Nullabl
             return this;
         }
 
+        /** Measure this many requests per level (the duration then is a limit); 0: measure for the duration. */
+        public Builder requestCount(long v) {
+            requestCount = v;
+            return this;
+        }
+
+        /** Embedded mode: a folder of backend plugin directories for the host; repeatable. */
+        public Builder backendsDirectory(Path v) {
+            backendsDirectories.add(v);
+            return this;
+        }
+
         public BenchOptions build() {
-            return new BenchOptions(url, grpc, repository, service, model, version, concurrency, duration, warmup, shape, datatype, connections);
+            return new BenchOptions(url, grpc, repository, service, model, version, concurrency, duration, warmup, shape, datatype, connections,
+                    requestCount, backendsDirectories);
         }
     }
 }

@@ -7,6 +7,7 @@ import io.backplane.plugin.http.HttpFrontendFactory;
 import io.backplane.spi.host.Frontend;
 import io.backplane.spi.host.FrontendContext;
 import io.backplane.spi.host.InferenceService;
+import io.backplane.testkit.IdentityBackendFactory;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;

@@ -23,10 +23,8 @@ class BenchTest {
                 assertTrue(l.requests() > 0, r.table());
                 assertEquals(0, l.errors(), r.table());
                 assertTrue(l.p50Micros() <= l.p99Micros(), r.table());
-                assertTrue(l.serverQueueMicros() >= 0 && l.serverComputeMicros() >= 0, "server times read from the statistics extension: " + r.table());
             }
             assertTrue(r.table().contains("requests/s"));
-            assertTrue(r.table().contains("srv queue µs"), r.table());
         }
         List<String> left = Thread.getAllStackTraces().keySet().stream().filter(Thread::isAlive).map(Thread::getName)
                 .filter(n -> n.startsWith("backplane-")).toList();

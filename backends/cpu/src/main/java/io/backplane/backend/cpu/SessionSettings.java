@@ -4,12 +4,11 @@ import ai.onnxruntime.OrtException;
 import ai.onnxruntime.OrtSession.SessionOptions;
 import ai.onnxruntime.OrtSession.SessionOptions.ExecutionMode;
 import ai.onnxruntime.OrtSession.SessionOptions.OptLevel;
-import io.backplane.spi.BackplaneException;
+import io.backplane.spi.Settings;
 import java.util.LinkedHashMap;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
-import java.util.TreeMap;
+import java.util.TreeSet;
 
 /**
  * ONNX Runtime session options of one model, from the backend options (host-wide defaults) and
@@ -41,8 +40,6 @@ record SessionSettings(int intraOpThreads, int interOpThreads, ExecutionMode exe
     static final String MEM_PATTERN = "enable_mem_pattern";
     static final String CONFIG_PREFIX = "session.";
     static final Set<String> KEYS = Set.of(INTRA_OP, INTER_OP, EXECUTION_MODE, OPTIMIZATION, MEM_ARENA, MEM_PATTERN);
-    /** Model parameters the host itself reads (e.g. which batcher to use); not session options. */
-    static final Set<String> HOST_KEYS = io.backplane.spi.config.ModelConfig.HOST_PARAMETERS;
 
     SessionSettings {
         configEntries = Map.copyOf(configEntries);
@@ -55,52 +52,30 @@ record SessionSettings(int intraOpThreads, int interOpThreads, ExecutionMode exe
      * @throws BackplaneException INVALID_ARGUMENT naming an unknown key or a bad value
      */
     static SessionSettings from(String model, Map<String, String> backendOptions, Map<String, String> modelParameters, int instances) {
-        Map<String, String> merged = new TreeMap<>(backendOptions);
-        merged.putAll(modelParameters);
+        Settings settings = Settings.of("model '" + model + "'", backendOptions, modelParameters);
+        settings.rejectUnknown(key -> KEYS.contains(key) || key.startsWith(CONFIG_PREFIX), "the cpu (onnxruntime) backend; use one of "
+                + new TreeSet<>(KEYS) + " or an ONNX Runtime session config key starting with 'session.'");
         int cpus = Runtime.getRuntime().availableProcessors();
-        int intra = Math.max(1, Math.min(4, cpus / Math.max(1, instances)));
-        int inter = 1;
-        ExecutionMode mode = ExecutionMode.SEQUENTIAL;
-        OptLevel level = OptLevel.ALL_OPT;
-        boolean arena = true;
-        boolean pattern = true;
+        int threads = Math.max(1, Math.min(4, cpus / Math.max(1, instances)));
         Map<String, String> entries = new LinkedHashMap<>();
-        for (Map.Entry<String, String> e : merged.entrySet()) {
-            String key = e.getKey();
-            String value = e.getValue().trim();
-            if (HOST_KEYS.contains(key)) {
-                continue;
-            }
-            switch (key) {
-                case INTRA_OP -> intra = threads(model, key, value);
-                case INTER_OP -> inter = threads(model, key, value);
-                case EXECUTION_MODE -> mode = switch (value.toUpperCase(Locale.ROOT)) {
-                    case "0", "SEQUENTIAL" -> ExecutionMode.SEQUENTIAL;
-                    case "1", "PARALLEL" -> ExecutionMode.PARALLEL;
-                    default -> throw bad(model, key, value, "0/SEQUENTIAL or 1/PARALLEL");
-                };
-                case OPTIMIZATION -> level = switch (value.toUpperCase(Locale.ROOT)) {
-                    case "DISABLE", "NONE", "NO_OPT", "0" -> OptLevel.NO_OPT;
-                    case "BASIC", "BASIC_OPT", "1" -> OptLevel.BASIC_OPT;
-                    case "EXTENDED", "EXTENDED_OPT", "2" -> OptLevel.EXTENDED_OPT;
-                    case "LAYOUT", "LAYOUT_OPT", "3" -> OptLevel.LAYOUT_OPT;
-                    case "ALL", "ALL_OPT", "99" -> OptLevel.ALL_OPT;
-                    default -> throw bad(model, key, value, "DISABLE, BASIC, EXTENDED, LAYOUT or ALL");
-                };
-                case MEM_ARENA -> arena = bool(model, key, value);
-                case MEM_PATTERN -> pattern = bool(model, key, value);
-                default -> {
-                    if (key.startsWith(CONFIG_PREFIX)) {
-                        entries.put(key, value);
-                    } else {
-                        throw BackplaneException.invalid("model '" + model + "': parameter '" + key + "' is not known to the cpu (onnxruntime) backend;"
-                                + " use one of " + new java.util.TreeSet<>(KEYS)
-                                + " or an ONNX Runtime session config key starting with 'session.'");
-                    }
-                }
-            }
-        }
-        return new SessionSettings(intra, inter, mode, level, arena, pattern, entries);
+        settings.keys().stream().filter(k -> k.startsWith(CONFIG_PREFIX)).forEach(k -> entries.put(k, settings.string(k, "")));
+        return new SessionSettings(threads(settings, INTRA_OP, threads), threads(settings, INTER_OP, 1),
+                settings.choice(EXECUTION_MODE, ExecutionMode.SEQUENTIAL, Map.of("0", ExecutionMode.SEQUENTIAL, "SEQUENTIAL", ExecutionMode.SEQUENTIAL,
+                        "1", ExecutionMode.PARALLEL, "PARALLEL", ExecutionMode.PARALLEL), "0/SEQUENTIAL or 1/PARALLEL"),
+                settings.choice(OPTIMIZATION, OptLevel.ALL_OPT, OPT_LEVELS, "DISABLE, BASIC, EXTENDED, LAYOUT or ALL"),
+                settings.flag(MEM_ARENA, true), settings.flag(MEM_PATTERN, true), entries);
+    }
+
+    private static final Map<String, OptLevel> OPT_LEVELS = Map.ofEntries(Map.entry("DISABLE", OptLevel.NO_OPT), Map.entry("NONE", OptLevel.NO_OPT),
+            Map.entry("NO_OPT", OptLevel.NO_OPT), Map.entry("0", OptLevel.NO_OPT), Map.entry("BASIC", OptLevel.BASIC_OPT),
+            Map.entry("BASIC_OPT", OptLevel.BASIC_OPT), Map.entry("1", OptLevel.BASIC_OPT), Map.entry("EXTENDED", OptLevel.EXTENDED_OPT),
+            Map.entry("EXTENDED_OPT", OptLevel.EXTENDED_OPT), Map.entry("2", OptLevel.EXTENDED_OPT), Map.entry("LAYOUT", OptLevel.LAYOUT_OPT),
+            Map.entry("LAYOUT_OPT", OptLevel.LAYOUT_OPT), Map.entry("3", OptLevel.LAYOUT_OPT), Map.entry("ALL", OptLevel.ALL_OPT),
+            Map.entry("ALL_OPT", OptLevel.ALL_OPT), Map.entry("99", OptLevel.ALL_OPT));
+
+    /** 0 lets ONNX Runtime decide. */
+    private static int threads(Settings settings, String key, int def) {
+        return (int) settings.number(key, def, 0, 1024);
     }
 
     /** New ORT session options with these settings; the caller closes them. */
@@ -121,29 +96,5 @@ record SessionSettings(int intraOpThreads, int interOpThreads, ExecutionMode exe
             o.close();
             throw e;
         }
-    }
-
-    private static int threads(String model, String key, String value) {
-        try {
-            int n = Integer.parseInt(value);
-            if (n >= 0 && n <= 1024) {
-                return n;
-            }
-        } catch (NumberFormatException e) {
-            // reported below
-        }
-        throw bad(model, key, value, "an integer from 0 (ONNX Runtime decides) to 1024");
-    }
-
-    private static boolean bool(String model, String key, String value) {
-        return switch (value.toLowerCase(Locale.ROOT)) {
-            case "1", "true", "on", "yes" -> true;
-            case "0", "false", "off", "no" -> false;
-            default -> throw bad(model, key, value, "true or false");
-        };
-    }
-
-    private static BackplaneException bad(String model, String key, String value, String expected) {
-        return BackplaneException.invalid("model '" + model + "': parameter " + key + "='" + value + "' is invalid; use " + expected);
     }
 }

@@ -6,36 +6,27 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.backplane.spi.Backend;
 import io.backplane.spi.DataType;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.Tensor;
+import io.backplane.testkit.ExecuteDoor;
+import io.backplane.testkit.ModelHarness;
+import io.backplane.testkit.Reply;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /** Dynamic batching: concatenation along the first dimension, per-request split, grouping by shape, per-request errors. */
 class BatchingTest {
-    private static Backend backend;
-
-    @BeforeAll
-    static void createBackend() {
-        backend = new OnnxBackendFactory().create(new Fakes.Backend(Map.of()));
-    }
-
-    @AfterAll
-    static void closeBackend() {
-        backend.close();
+    @AfterEach
+    void sessionsClosed() {
         assertEquals(0, OnnxModel.openSessions(), "sessions left open");
     }
 
@@ -61,7 +52,7 @@ class BatchingTest {
 
     @Test
     void execute_requestsWithDifferentRowCounts_eachGetsItsOwnRows() throws Exception {
-        try (TestModels.Loaded m = TestModels.Loaded.of(backend, TestModels.addSub())) {
+        try (ModelHarness m = TestModels.start(TestModels.addSub())) {
             int[] rowCounts = {1, 3, 2, 1, 1}; // 8 rows = max_batch_size
             InferenceRequest[] requests = new InferenceRequest[rowCounts.length];
             for (int i = 0; i < requests.length; i++) {
@@ -86,7 +77,7 @@ class BatchingTest {
 
     @Test
     void execute_differentNonBatchShapesInOneBatch_groupedAndAnsweredCorrectly() throws Exception {
-        try (TestModels.Loaded m = TestModels.Loaded.of(backend, TestModels.dynamicDim())) {
+        try (ModelHarness m = TestModels.start(TestModels.dynamicDim())) {
             int[][] shapes = {{1, 3}, {2, 5}, {2, 3}, {1, 5}, {1, 1}};
             InferenceRequest[] requests = new InferenceRequest[shapes.length];
             for (int i = 0; i < shapes.length; i++) {
@@ -118,7 +109,7 @@ class BatchingTest {
 
     @Test
     void execute_inputInNativeMemory_readInPlaceAndAnswered() throws Exception {
-        try (TestModels.Loaded m = TestModels.Loaded.of(backend, TestModels.addSub()); Arena arena = Arena.ofShared()) {
+        try (ModelHarness m = TestModels.start(TestModels.addSub()); Arena arena = Arena.ofShared()) {
             MemorySegment a = arena.allocate(2 * 4 * 4, 64);
             MemorySegment b = arena.allocate(2 * 4 * 4, 64);
             ValueLayout.OfFloat le = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
@@ -129,7 +120,7 @@ class BatchingTest {
             // INPUT0 read-only and in place; INPUT1 misaligned for FP32 (copied first)
             MemorySegment unaligned = arena.allocate(2 * 4 * 4 + 1, 64).asSlice(1);
             MemorySegment.copy(b, 0, unaligned, 0, b.byteSize());
-            InferenceResponse r = m.runOne(TestModels.request("add_sub", Tensor.of("INPUT0", DataType.FP32, new long[] {2, 4}, a.asReadOnly()),
+            InferenceResponse r = m.infer(TestModels.request("add_sub", Tensor.of("INPUT0", DataType.FP32, new long[] {2, 4}, a.asReadOnly()),
                     Tensor.of("INPUT1", DataType.FP32, new long[] {2, 4}, unaligned)));
             assertFalse(r.isError(), () -> String.valueOf(r.error()));
             float[] sum = r.output("OUTPUT0").toFloatArray();
@@ -142,7 +133,7 @@ class BatchingTest {
 
     @Test
     void execute_requestedOutputs_onlyThoseReturned() throws Exception {
-        try (TestModels.Loaded m = TestModels.Loaded.of(backend, TestModels.addSub())) {
+        try (ModelHarness m = TestModels.start(TestModels.addSub())) {
             InferenceRequest onlyDiff = addSub(1, 2).toBuilder().requestOutput("OUTPUT1").build();
             List<InferenceResponse> rs = m.run(onlyDiff, addSub(2, 1));
             assertEquals(List.of("OUTPUT1"), rs.get(0).outputs().stream().map(Tensor::name).toList());
@@ -152,7 +143,7 @@ class BatchingTest {
 
     @Test
     void execute_oneInvalidRequestInBatch_onlyItFails() throws Exception {
-        try (TestModels.Loaded m = TestModels.Loaded.of(backend, TestModels.addSub())) {
+        try (ModelHarness m = TestModels.start(TestModels.addSub())) {
             InferenceRequest bad = TestModels.request("add_sub", Tensor.ofFloats("INPUT0", new long[] {1, 3}, 1, 2, 3),
                     Tensor.ofFloats("INPUT1", new long[] {1, 3}, 1, 2, 3));
             List<InferenceResponse> rs = m.run(addSub(0, 1), bad, addSub(2, 2));
@@ -165,24 +156,31 @@ class BatchingTest {
         }
     }
 
+    /**
+     * The batch is held at the door of execute while one request is cancelled and another is
+     * answered by someone else (as the core does when a timeout wins): the backend runs only the
+     * third, answers the cancelled one with CANCELLED and leaves the answered one alone.
+     */
     @Test
     void execute_cancelledOrAlreadyAnswered_notRunAgain() throws Exception {
-        try (TestModels.Loaded m = TestModels.Loaded.of(backend, TestModels.addSub())) {
-            Fakes.Request cancelled = Fakes.Request.of(addSub(0, 1));
-            cancelled.cancel();
-            Fakes.Request done = Fakes.Request.of(addSub(1, 1));
-            done.sendError(io.backplane.spi.BackplaneException.internal("answered elsewhere"));
-            Fakes.Request fine = Fakes.Request.of(addSub(2, 1));
-            m.instance.execute(new ArrayList<ScheduledRequest>(List.of(cancelled, done, fine)));
-            assertEquals(ErrorCode.CANCELLED, cancelled.response().error().code());
-            assertEquals("answered elsewhere", done.response().error().getMessage());
-            assertNull(fine.response().error());
+        try (ModelHarness m = TestModels.start(TestModels.addSub())) {
+            List<Reply> replies;
+            try (ExecuteDoor door = m.holdExecute()) {
+                replies = m.batch(addSub(0, 1), addSub(1, 1), addSub(2, 1));
+                List<ScheduledRequest> atDoor = door.awaitBatch();
+                assertTrue(replies.get(0).cancel(), "the first request was still open at the door");
+                atDoor.get(1).sender().sendError(io.backplane.spi.BackplaneException.internal("answered elsewhere"));
+            }
+            assertEquals(ErrorCode.CANCELLED, replies.get(0).await().error().code());
+            assertEquals("answered elsewhere", replies.get(1).await().error().getMessage());
+            assertNull(replies.get(2).await().error());
+            assertEquals(1, replies.get(1).terminals(), "the answered request was not answered again");
         }
     }
 
     @Test
     void execute_stringsOfDifferentRequests_concatenatedAndSplit() throws Exception {
-        try (TestModels.Loaded m = TestModels.Loaded.of(backend, TestModels.identity(DataType.BYTES))) {
+        try (ModelHarness m = TestModels.start(TestModels.identity(DataType.BYTES))) {
             List<InferenceResponse> rs = m.run(
                     TestModels.request("identity_bytes", Tensor.ofStrings("INPUT0", new long[] {1, 2}, "a", "bé")),
                     TestModels.request("identity_bytes", Tensor.ofStrings("INPUT0", new long[] {2, 2}, "c", "", "✓", "dd")));

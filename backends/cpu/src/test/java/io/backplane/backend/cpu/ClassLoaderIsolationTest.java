@@ -5,21 +5,15 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotSame;
 import static org.junit.jupiter.api.Assertions.assertSame;
 
-import io.backplane.spi.Backend;
 import io.backplane.spi.BackendFactory;
 import io.backplane.spi.InferenceResponse;
-import io.backplane.spi.Model;
-import io.backplane.spi.ModelInstance;
-import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.Tensor;
+import io.backplane.testkit.ModelHarness;
 import java.io.File;
 import java.lang.reflect.Method;
 import java.net.URL;
 import java.net.URLClassLoader;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Map;
 import java.util.ServiceLoader;
 import org.junit.jupiter.api.Test;
 
@@ -63,38 +57,17 @@ class ClassLoaderIsolationTest {
         return new URLClassLoader(name, new URL[] {backendClasses, ortJar().toUri().toURL()}, new SharedPackagesLoader());
     }
 
-    private static <T> T withContextLoader(ClassLoader loader, java.util.concurrent.Callable<T> call) throws Exception {
-        Thread t = Thread.currentThread();
-        ClassLoader saved = t.getContextClassLoader();
-        t.setContextClassLoader(loader);
-        try {
-            return call.call();
-        } finally {
-            t.setContextClassLoader(saved);
-        }
-    }
-
     private static Object environmentOf(ClassLoader loader) throws Exception {
         Method m = Class.forName("io.backplane.backend.cpu.Ort", true, loader).getDeclaredMethod("environment");
         m.setAccessible(true);
         return m.invoke(null);
     }
 
-    private static void loadRunUnload(Backend backend, ClassLoader loader, float seed) throws Exception {
-        Fakes.Model ctx = new Fakes.Model(TestModels.addSub(), TestModels.dir("add_sub"), new Fakes.Backend(Map.of()));
-        Model model = withContextLoader(loader, () -> backend.loadModel(ctx));
-        ModelInstance instance = withContextLoader(loader, () -> model.createInstance(new Fakes.Instance(ctx)));
-        Fakes.Request r = Fakes.Request.of(TestModels.request("add_sub", Tensor.ofFloats("INPUT0", new long[] {1, 4}, seed, 2, 3, 4),
+    private static void run(ModelHarness h, float seed) throws Exception {
+        InferenceResponse response = h.infer(TestModels.request("add_sub", Tensor.ofFloats("INPUT0", new long[] {1, 4}, seed, 2, 3, 4),
                 Tensor.ofFloats("INPUT1", new long[] {1, 4}, 1, 1, 1, 1)));
-        withContextLoader(loader, () -> {
-            instance.execute(new ArrayList<ScheduledRequest>(List.of(r)));
-            return null;
-        });
-        InferenceResponse response = r.response();
         assertFalse(response.isError(), () -> String.valueOf(response.error()));
         assertEquals(seed + 1, response.output("OUTPUT0").toFloatArray()[0]);
-        instance.close();
-        model.close();
     }
 
     @Test
@@ -108,18 +81,23 @@ class ClassLoaderIsolationTest {
             assertNotSame(OnnxBackendFactory.class, fa.getClass());
             assertEquals("cpu", fa.name());
 
-            Backend backendA = withContextLoader(a, () -> fa.create(new Fakes.Backend(Map.of())));
-            Backend backendB = withContextLoader(b, () -> fb.create(new Fakes.Backend(Map.of())));
-            Object envA = environmentOf(a);
-            for (int i = 0; i < 3; i++) { // unload and load again: same environment, library not reloaded
-                loadRunUnload(backendA, a, 10 + i);
-                loadRunUnload(backendB, b, 20 + i);
-                assertSame(envA, environmentOf(a));
+            try (ModelHarness ha = TestModels.harness(fa, TestModels.addSub(), TestModels.dir("add_sub")).start();
+                    ModelHarness hb = TestModels.harness(fb, TestModels.addSub(), TestModels.dir("add_sub")).start()) {
+                Object envA = environmentOf(a);
+                for (int i = 0; i < 3; i++) { // unload and load again: same environment, library not reloaded
+                    if (i > 0) {
+                        ha.load();
+                        hb.load();
+                    }
+                    run(ha, 10 + i);
+                    run(hb, 20 + i);
+                    ha.unload();
+                    hb.unload();
+                    assertSame(envA, environmentOf(a));
+                }
+                assertNotSame(envA, environmentOf(b), "each loader has its own copy of the runtime");
+                assertNotSame(appEnvironment, envA);
             }
-            assertNotSame(envA, environmentOf(b), "each loader has its own copy of the runtime");
-            assertNotSame(appEnvironment, envA);
-            backendA.close();
-            backendB.close();
         }
     }
 }

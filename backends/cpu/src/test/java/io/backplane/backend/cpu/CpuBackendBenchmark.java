@@ -5,11 +5,11 @@ import ai.onnxruntime.OrtEnvironment;
 import ai.onnxruntime.OrtSession;
 import ai.onnxruntime.OrtSession.SessionOptions;
 import io.backplane.core.BackplaneHost;
-import io.backplane.spi.Backend;
 import io.backplane.spi.InferenceRequest;
-import io.backplane.spi.ScheduledRequest;
+import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.Tensor;
 import io.backplane.spi.config.ModelConfig;
+import io.backplane.testkit.ModelHarness;
 import java.nio.FloatBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -33,8 +33,9 @@ import org.slf4j.LoggerFactory;
  *       scheduler, sender, backend), waiting for the future;
  *   <li>{@code host-cr}: the same through a host built with {@code callerRuns(true)}, which runs the
  *       model on the calling thread when an instance is idle (no thread hand-off);
- *   <li>{@code backend}: B requests of one row each handed to the backend as one batch, as the
- *       dynamic batcher would (validation, concatenation, one ORT run, split per request).
+ *   <li>{@code backend}: B requests of one row each, which the core hands to the backend as one
+ *       batch ({@code ModelHarness.batch}, as the dynamic batcher would when B are queued):
+ *       validation, concatenation, one ORT run, split per request.
  * </ul>
  * One caller thread, one intra-op thread per session; the paths alternate call by call so that
  * load from other processes hits all alike. Overheads are against {@code ort-direct}.
@@ -64,7 +65,6 @@ public final class CpuBackendBenchmark {
 
     public static void main(String[] args) throws Exception {
         double seconds = args.length > 0 ? Double.parseDouble(args[0]) : 3.0;
-        Backend backend = new OnnxBackendFactory().create(new Fakes.Backend(Map.of()));
         OrtEnvironment env = Ort.environment();
         List<String> report = new ArrayList<>();
         report.add(String.format(Locale.ROOT, "%-10s %-6s %-10s %12s %10s %10s %10s %10s", "model", "batch", "path", "rows/s", "p10 us", "p50 us",
@@ -81,11 +81,10 @@ public final class CpuBackendBenchmark {
             try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).loadModel("mlp").loadModel("mlp_large").build();
                     BackplaneHost callerRuns = BackplaneHost.builder().modelRepository(repo).loadModel("mlp").loadModel("mlp_large")
                             .callerRuns(true).build()) {
-                run(backend, host, callerRuns, env, "mlp", 64, seconds, report);
-                run(backend, host, callerRuns, env, "mlp_large", 512, seconds, report);
+                run(host, callerRuns, env, "mlp", 64, seconds, report);
+                run(host, callerRuns, env, "mlp_large", 512, seconds, report);
             }
         } finally {
-            backend.close();
             try (var s = Files.walk(repo)) {
                 for (Path p : s.sorted(java.util.Comparator.reverseOrder()).toList()) {
                     Files.delete(p);
@@ -97,11 +96,11 @@ public final class CpuBackendBenchmark {
                 java.lang.management.ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage(), String.join("\n", report));
     }
 
-    private static void run(Backend backend, BackplaneHost host, BackplaneHost callerRuns, OrtEnvironment env, String name, int width, double seconds, List<String> report)
+    private static void run(BackplaneHost host, BackplaneHost callerRuns, OrtEnvironment env, String name, int width, double seconds, List<String> report)
             throws Exception {
         Path dir = TestModels.repository().resolveSibling("bench").resolve(name);
         ModelConfig config = Benchmarks.config(name, width);
-        try (TestModels.Loaded m = new TestModels.Loaded(backend, new Fakes.Model(config, dir, new Fakes.Backend(Map.of())));
+        try (ModelHarness m = TestModels.harness(config, dir).start();
                 SessionOptions options = SessionSettings.from(name, Map.of(), config.parameters(), 1).toOptions();
                 OrtSession direct = env.createSession(dir.resolve("1/model.onnx").toString(), options)) {
             for (int batch : new int[] {1, 8, 32}) {
@@ -135,15 +134,11 @@ public final class CpuBackendBenchmark {
                         throw new IllegalStateException("wrong output size");
                     }
                 });
+                InferenceRequest[] rowRequests = rows.toArray(InferenceRequest[]::new);
                 paths.put("backend", () -> {
-                    List<ScheduledRequest> scheduled = new ArrayList<>(batch);
-                    for (InferenceRequest req : rows) {
-                        scheduled.add(new Fakes.Request(req, 1));
-                    }
-                    m.instance.execute(scheduled);
-                    for (ScheduledRequest r : scheduled) {
-                        if (((Fakes.Request) r).response().isError()) {
-                            throw new IllegalStateException(String.valueOf(((Fakes.Request) r).response().error()));
+                    for (InferenceResponse r : m.run(rowRequests)) {
+                        if (r.isError()) {
+                            throw new IllegalStateException(String.valueOf(r.error()));
                         }
                     }
                 });

@@ -2,27 +2,26 @@ package io.backplane.backend.cpu;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.backplane.spi.Backend;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
-import io.backplane.spi.InferenceResponse;
-import io.backplane.spi.ScheduledRequest;
+import io.backplane.spi.Model;
+import io.backplane.spi.ModelInstance;
 import io.backplane.spi.Tensor;
+import io.backplane.spi.config.InstanceGroup;
+import io.backplane.spi.config.InstanceKind;
+import io.backplane.testkit.ExecuteDoor;
+import io.backplane.testkit.ModelHarness;
+import io.backplane.testkit.Reply;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicReference;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -30,16 +29,9 @@ import org.slf4j.LoggerFactory;
 /** Sessions and tensors are freed on unload; many load/unload cycles show no native memory growth; close racing execute is safe. */
 class LifecycleTest {
     private static final Logger LOG = LoggerFactory.getLogger(LifecycleTest.class);
-    private static Backend backend;
 
-    @BeforeAll
-    static void createBackend() {
-        backend = new OnnxBackendFactory().create(new Fakes.Backend(Map.of()));
-    }
-
-    @AfterAll
-    static void closeBackend() {
-        backend.close();
+    @AfterEach
+    void sessionsClosed() {
         assertEquals(0, OnnxModel.openSessions(), "sessions left open");
     }
 
@@ -51,9 +43,9 @@ class LifecycleTest {
         return TestModels.request("mlp", Tensor.ofFloats("INPUT0", new long[] {rows, 64}, v));
     }
 
-    private static TestModels.Loaded loadMlp() throws Exception {
+    private static ModelHarness startMlp() {
         Path dir = TestModels.repository().resolveSibling("bench").resolve("mlp");
-        return new TestModels.Loaded(backend, new Fakes.Model(Benchmarks.mlpConfig(), dir, new Fakes.Backend(Map.of())));
+        return TestModels.harness(Benchmarks.mlpConfig(), dir).start();
     }
 
     static long rssKb() throws IOException {
@@ -70,18 +62,22 @@ class LifecycleTest {
         int warmup = 40;
         int cycles = 300;
         long before = 0;
-        for (int i = 0; i < warmup + cycles; i++) {
-            if (i == warmup) {
-                System.gc();
-                before = rssKb();
-            }
-            try (TestModels.Loaded m = loadMlp()) {
+        try (ModelHarness m = startMlp()) {
+            for (int i = 0; i < warmup + cycles; i++) {
+                if (i == warmup) {
+                    System.gc();
+                    before = rssKb();
+                }
+                if (i > 0) {
+                    m.load();
+                }
                 assertEquals(1, OnnxModel.openSessions());
                 for (int rows : new int[] {1, 8, 32}) {
-                    assertFalse(m.runOne(mlpRequest(rows)).isError());
+                    assertFalse(m.infer(mlpRequest(rows)).isError());
                 }
+                m.unload();
+                assertEquals(0, OnnxModel.openSessions(), "cycle " + i + " left a session open");
             }
-            assertEquals(0, OnnxModel.openSessions(), "cycle " + i + " left a session open");
         }
         System.gc();
         long after = rssKb();
@@ -95,67 +91,63 @@ class LifecycleTest {
 
     @Test
     void createInstance_severalInstances_oneSessionEachAllFreed() throws Exception {
-        try (TestModels.Loaded m = TestModels.Loaded.of(backend, TestModels.addSub())) {
-            var second = m.model.createInstance(new Fakes.Instance("add_sub_1", 1, io.backplane.spi.config.InstanceKind.CPU, 0, m.context));
+        try (ModelHarness m = TestModels.harness(TestModels.addSub())
+                .mapConfig(c -> c.toBuilder().clearInstanceGroups().instanceGroup(InstanceGroup.of("g", 2, InstanceKind.CPU, List.of())).build())
+                .start()) {
+            List<ModelInstance> instances = m.instances(ModelInstance.class);
+            assertEquals(2, instances.size());
             assertEquals(2, OnnxModel.openSessions());
+            ModelInstance second = instances.get(1);
             second.close();
-            second.close(); // idempotent
+            second.close(); // idempotent (the core closes it once more at unload)
             assertEquals(1, OnnxModel.openSessions());
         }
-        assertEquals(0, OnnxModel.openSessions());
     }
 
     @Test
     void model_closedBeforeAnyInstance_freesItsLoadSession() throws Exception {
-        var model = backend.loadModel(new Fakes.Model(TestModels.addSub(), TestModels.dir("add_sub"), new Fakes.Backend(Map.of())));
-        assertEquals(1, OnnxModel.openSessions());
-        model.close();
-        assertEquals(0, OnnxModel.openSessions());
+        try (ModelHarness m = TestModels.start(TestModels.addSub())) {
+            int served = OnnxModel.openSessions();
+            Model extra = m.backend(Backend.class).loadModel(m.modelContext()); // a second model, with the core's own context
+            assertEquals(served + 1, OnnxModel.openSessions());
+            extra.close();
+            assertEquals(served, OnnxModel.openSessions());
+        }
     }
 
     /**
-     * Close arrives from another thread while execute runs (the core abandons an execute at the
-     * unload deadline). The session must not be freed under a running ORT call (that would crash
-     * the JVM); it is freed when the call returns, and later executes are refused.
+     * Close arrives from another thread while the core's worker runs execute (as when the core
+     * abandons an execute at the unload deadline). The session must not be freed under a running
+     * ORT call (that would crash the JVM); it is freed when the call returns, and later executes
+     * are refused with UNAVAILABLE. Each round closes at another point of a stream of requests.
      */
     @Test
     void close_racingExecute_noCrashSessionFreedLaterExecuteRefused() throws Exception {
         for (int round = 0; round < 20; round++) {
-            TestModels.Loaded m = loadMlp();
-            CountDownLatch started = new CountDownLatch(1);
-            AtomicReference<Throwable> ended = new AtomicReference<>();
-            AtomicInteger runs = new AtomicInteger();
-            AtomicReference<BackplaneException> terminated = new AtomicReference<>();
-            Thread worker = Thread.ofPlatform().name("execute-" + round).start(() -> {
-                try {
-                    while (true) {
-                        List<ScheduledRequest> batch = new ArrayList<>();
-                        batch.add(Fakes.Request.of(mlpRequest(32)));
-                        started.countDown();
-                        m.instance.execute(batch);
-                        InferenceResponse r = ((Fakes.Request) batch.getFirst()).response(); // exactly one answer, always
-                        if (r.isError()) {
-                            terminated.set(r.error());
-                        }
-                        runs.incrementAndGet();
-                    }
-                } catch (Throwable t) {
-                    ended.set(t);
+            try (ModelHarness m = startMlp()) {
+                List<Reply> replies = new ArrayList<>();
+                try (ExecuteDoor door = m.holdExecute()) {
+                    replies.add(m.send(mlpRequest(32)));
+                    door.awaitBatch(); // handshake: the worker is at execute's door
                 }
-            });
-            started.await();
-            Thread.sleep(round % 5);
-            m.instance.close();
-            worker.join(10_000);
-            assertFalse(worker.isAlive(), "execute did not stop after close");
-            BackplaneException e = assertThrows(BackplaneException.class, () -> {
-                throw ended.get();
-            });
-            assertEquals(ErrorCode.UNAVAILABLE, e.code());
-            if (terminated.get() != null) { // the run in flight was stopped by close: that request says so
-                assertEquals(ErrorCode.UNAVAILABLE, terminated.get().code(), terminated.get().getMessage());
+                ModelInstance instance = m.instance(ModelInstance.class);
+                for (int i = 0; i < round % 5; i++) {
+                    replies.add(m.send(mlpRequest(32)));
+                }
+                instance.close(); // races the executes of the requests sent above
+                BackplaneException refused = null;
+                for (int i = 0; i < 100 && refused == null; i++) {
+                    refused = m.infer(mlpRequest(32)).error();
+                }
+                assertTrue(refused != null, "round " + round + ": executes after close were not refused");
+                assertEquals(ErrorCode.UNAVAILABLE, refused.code(), refused.getMessage());
+                for (Reply r : replies) {
+                    BackplaneException e = r.await().error(); // exactly one answer, always
+                    if (e != null) { // the run in flight was stopped by close: that request says so
+                        assertEquals(ErrorCode.UNAVAILABLE, e.code(), e.getMessage());
+                    }
+                }
             }
-            m.model.close();
             assertEquals(0, OnnxModel.openSessions(), "round " + round);
         }
     }

@@ -4,15 +4,13 @@ import static io.backplane.backend.cpu.TestModels.assertTensorEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 
-import io.backplane.spi.Backend;
 import io.backplane.spi.DataType;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.config.ModelConfig;
+import io.backplane.testkit.ModelHarness;
 import java.util.List;
-import java.util.Map;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -23,16 +21,8 @@ import org.junit.jupiter.params.provider.EnumSource;
  * add/sub with a batch dimension, and a model with a dynamic non-batch dimension.
  */
 class ReferenceModelsTest {
-    private static Backend backend;
-
-    @BeforeAll
-    static void createBackend() {
-        backend = new OnnxBackendFactory().create(new Fakes.Backend(Map.of()));
-    }
-
-    @AfterAll
-    static void closeBackend() {
-        backend.close();
+    @AfterEach
+    void sessionsClosed() {
         assertEquals(0, OnnxModel.openSessions(), "sessions left open");
     }
 
@@ -55,9 +45,9 @@ class ReferenceModelsTest {
     private static void check(ModelConfig config) throws Exception {
         List<TestModels.Case> cases = TestModels.references(config.name());
         assertFalse(cases.isEmpty(), "no reference cases for " + config.name());
-        try (TestModels.Loaded m = TestModels.Loaded.of(backend, config)) {
+        try (ModelHarness m = TestModels.start(config)) {
             for (TestModels.Case c : cases) {
-                InferenceResponse r = m.runOne(InferenceRequest.builder(config.name()).inputs(c.inputs()).build());
+                InferenceResponse r = m.infer(InferenceRequest.builder(config.name()).inputs(c.inputs()).build());
                 assertFalse(r.isError(), () -> String.valueOf(r.error()));
                 assertEquals(c.outputs().size(), r.outputs().size(), "outputs of " + config.name());
                 for (int i = 0; i < c.outputs().size(); i++) {

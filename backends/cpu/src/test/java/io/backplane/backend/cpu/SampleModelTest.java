@@ -5,16 +5,15 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 
 import io.backplane.core.config.ModelConfigParser;
-import io.backplane.spi.Backend;
 import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.Tensor;
 import io.backplane.spi.config.ModelConfig;
+import io.backplane.testkit.ModelHarness;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.Map;
 import org.junit.jupiter.api.Test;
 
-/** samples/models/onnx_add_sub parses with the host's config parser and serves with the cpu backend. */
+/** samples/models/onnx_add_sub parses with the host's config parser and serves with the cpu backend through the real core. */
 class SampleModelTest {
     @Test
     void sample_onnxAddSub_parsesLoadsAndAnswers() throws Exception {
@@ -23,14 +22,12 @@ class SampleModelTest {
         ModelConfig config = ModelConfigParser.parseModelDirectory(dir);
         assertEquals("onnxruntime_onnx", config.platform());
         assertNotNull(config.dynamicBatching());
-        Backend backend = new OnnxBackendFactory().create(new Fakes.Backend(Map.of()));
-        try (TestModels.Loaded m = new TestModels.Loaded(backend, new Fakes.Model(config, dir, new Fakes.Backend(Map.of())))) {
-            InferenceResponse r = m.runOne(TestModels.request("onnx_add_sub", Tensor.ofFloats("INPUT0", new long[] {1, 4}, 1, 2, 3, 4),
+        try (ModelHarness m = ModelHarness.builder(new OnnxBackendFactory()).modelFolder(dir).start()) {
+            InferenceResponse r = m.infer(TestModels.request("onnx_add_sub", Tensor.ofFloats("INPUT0", new long[] {1, 4}, 1, 2, 3, 4),
                     Tensor.ofFloats("INPUT1", new long[] {1, 4}, 10, 20, 30, 40)));
             assertArrayEquals(new float[] {11, 22, 33, 44}, r.output("OUTPUT0").toFloatArray());
             assertArrayEquals(new float[] {-9, -18, -27, -36}, r.output("OUTPUT1").toFloatArray());
-        } finally {
-            backend.close();
         }
+        assertEquals(0, OnnxModel.openSessions(), "sessions left open");
     }
 }

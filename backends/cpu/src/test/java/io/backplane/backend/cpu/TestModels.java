@@ -2,16 +2,13 @@ package io.backplane.backend.cpu;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
-import io.backplane.spi.Backend;
+import io.backplane.spi.BackendFactory;
 import io.backplane.spi.DataType;
 import io.backplane.spi.InferenceRequest;
-import io.backplane.spi.InferenceResponse;
-import io.backplane.spi.Model;
-import io.backplane.spi.ModelInstance;
-import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.Tensor;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.config.TensorConfig;
+import io.backplane.testkit.ModelHarness;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.URISyntaxException;
@@ -21,7 +18,6 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.List;
-import java.util.Map;
 
 /** The committed test models (src/test/resources/models, made by src/test/python/generate_models.py) and their references. */
 final class TestModels {
@@ -88,47 +84,30 @@ final class TestModels {
         return cases;
     }
 
-    /** A loaded model with one instance, closed together. */
-    static final class Loaded implements AutoCloseable {
-        final Backend backend;
-        final Model model;
-        final ModelInstance instance;
-        final Fakes.Model context;
+    /**
+     * A harness for {@code config} on the cpu backend inside the real core, with the files of the
+     * committed model folder of the same name (version 1) and the harness's exact batches.
+     */
+    static ModelHarness.Builder harness(ModelConfig config) {
+        return harness(config, dir(config.name()));
+    }
 
-        Loaded(Backend backend, Fakes.Model context) throws Exception {
-            this.backend = backend;
-            this.context = context;
-            this.model = backend.loadModel(context);
-            ModelInstance i;
-            try {
-                i = model.createInstance(new Fakes.Instance(context));
-            } catch (Exception e) {
-                model.close();
-                throw e;
-            }
-            this.instance = i;
-        }
+    /** As {@link #harness(ModelConfig)}, with the version-1 files of {@code modelDir}. */
+    static ModelHarness.Builder harness(ModelConfig config, Path modelDir) {
+        return harness(new OnnxBackendFactory(), config, modelDir);
+    }
 
-        static Loaded of(Backend backend, ModelConfig config) throws Exception {
-            return new Loaded(backend, new Fakes.Model(config, dir(config.name()), new Fakes.Backend(Map.of())));
+    /** As {@link #harness(ModelConfig, Path)}, with the backend of {@code factory} (e.g. one from a plugin class loader). */
+    static ModelHarness.Builder harness(BackendFactory factory, ModelConfig config, Path modelDir) {
+        ModelHarness.Builder b = ModelHarness.builder(factory).model(config).exactBatches();
+        if (Files.isDirectory(modelDir.resolve("1"))) {
+            b.versionFilesFrom(modelDir.resolve("1"));
         }
+        return b;
+    }
 
-        /** Runs the requests as one batch and returns their responses in order. */
-        List<InferenceResponse> run(InferenceRequest... requests) throws Exception {
-            List<Fakes.Request> rs = Arrays.stream(requests).map(Fakes.Request::of).toList();
-            instance.execute(new ArrayList<ScheduledRequest>(rs));
-            return rs.stream().map(Fakes.Request::response).toList();
-        }
-
-        InferenceResponse runOne(InferenceRequest request) throws Exception {
-            return run(request).getFirst();
-        }
-
-        @Override
-        public void close() {
-            instance.close();
-            model.close();
-        }
+    static ModelHarness start(ModelConfig config) {
+        return harness(config).start();
     }
 
     static InferenceRequest request(String model, Tensor... inputs) {

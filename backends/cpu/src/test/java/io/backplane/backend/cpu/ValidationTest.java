@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.backplane.spi.Backend;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
 import io.backplane.spi.ErrorCode;
@@ -16,24 +15,19 @@ import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.InstanceKind;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.config.TensorConfig;
+import io.backplane.testkit.ModelHarness;
 import java.util.List;
-import java.util.Map;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
-/** Wrong requests and wrong configs fail with errors that say what was wrong; a bad model file fails only its own load. */
+/**
+ * Wrong requests and wrong configs fail with errors that say what was wrong; a bad model file fails
+ * only its own load. Through the real core: a request the core's validation refuses never reaches
+ * the backend, so these messages are what a client of the host sees.
+ */
 class ValidationTest {
-    private static Backend backend;
-
-    @BeforeAll
-    static void createBackend() {
-        backend = new OnnxBackendFactory().create(new Fakes.Backend(Map.of()));
-    }
-
-    @AfterAll
-    static void closeBackend() {
-        backend.close();
+    @AfterEach
+    void sessionsClosed() {
         assertEquals(0, OnnxModel.openSessions(), "sessions left open");
     }
 
@@ -50,7 +44,7 @@ class ValidationTest {
     }
 
     private static BackplaneException loadFails(ModelConfig config) {
-        return assertThrows(BackplaneException.class, () -> TestModels.Loaded.of(backend, config).close());
+        return assertThrows(BackplaneException.class, () -> TestModels.start(config).close());
     }
 
     private static Tensor floats(String name, long... shape) {
@@ -61,8 +55,8 @@ class ValidationTest {
 
     @Test
     void execute_wrongDatatype_rejectedNamingBothTypes() throws Exception {
-        try (TestModels.Loaded m = TestModels.Loaded.of(backend, TestModels.addSub())) {
-            InferenceResponse r = m.runOne(TestModels.request("add_sub", Tensor.ofDoubles("INPUT0", new long[] {1, 4}, 1, 2, 3, 4),
+        try (ModelHarness m = TestModels.start(TestModels.addSub())) {
+            InferenceResponse r = m.infer(TestModels.request("add_sub", Tensor.ofDoubles("INPUT0", new long[] {1, 4}, 1, 2, 3, 4),
                     floats("INPUT1", 1, 4)));
             assertError(r, ErrorCode.INVALID_ARGUMENT, "'INPUT0'", "FP64", "FP32");
         }
@@ -70,35 +64,35 @@ class ValidationTest {
 
     @Test
     void execute_wrongShape_rejectedNamingShapes() throws Exception {
-        try (TestModels.Loaded m = TestModels.Loaded.of(backend, TestModels.addSub())) {
-            assertError(m.runOne(TestModels.request("add_sub", floats("INPUT0", 1, 5), floats("INPUT1", 1, 5))),
-                    ErrorCode.INVALID_ARGUMENT, "'INPUT0'", "[1, 5]", "[batch] + [4]");
-            assertError(m.runOne(TestModels.request("add_sub", floats("INPUT0", 4), floats("INPUT1", 4))),
-                    ErrorCode.INVALID_ARGUMENT, "rank 2");
-            assertError(m.runOne(TestModels.request("add_sub", floats("INPUT0", 2, 4), floats("INPUT1", 3, 4))),
-                    ErrorCode.INVALID_ARGUMENT, "same batch size");
-            assertError(m.runOne(TestModels.request("add_sub", floats("INPUT0", 9, 4), floats("INPUT1", 9, 4))),
-                    ErrorCode.INVALID_ARGUMENT, "batch dimension 9", "max_batch_size 8");
+        try (ModelHarness m = TestModels.start(TestModels.addSub())) {
+            assertError(m.infer(TestModels.request("add_sub", floats("INPUT0", 1, 5), floats("INPUT1", 1, 5))),
+                    ErrorCode.INVALID_ARGUMENT, "'INPUT0'", "[1, 5]", "[-1] + [4]");
+            assertError(m.infer(TestModels.request("add_sub", floats("INPUT0", 4), floats("INPUT1", 4))),
+                    ErrorCode.INVALID_ARGUMENT, "'INPUT0'", "[4]");
+            assertError(m.infer(TestModels.request("add_sub", floats("INPUT0", 2, 4), floats("INPUT1", 3, 4))),
+                    ErrorCode.INVALID_ARGUMENT, "disagree on the batch size");
+            assertError(m.infer(TestModels.request("add_sub", floats("INPUT0", 9, 4), floats("INPUT1", 9, 4))),
+                    ErrorCode.INVALID_ARGUMENT, "batch size 9", "max_batch_size 8");
         }
     }
 
     @Test
     void execute_missingUnknownInputsAndOutputs_rejected() throws Exception {
-        try (TestModels.Loaded m = TestModels.Loaded.of(backend, TestModels.addSub())) {
-            assertError(m.runOne(TestModels.request("add_sub", floats("INPUT0", 1, 4))), ErrorCode.INVALID_ARGUMENT,
-                    "lacks input 'INPUT1'");
-            assertError(m.runOne(TestModels.request("add_sub", floats("INPUT0", 1, 4), floats("INPUT1", 1, 4), floats("EXTRA", 1, 4))),
+        try (ModelHarness m = TestModels.start(TestModels.addSub())) {
+            assertError(m.infer(TestModels.request("add_sub", floats("INPUT0", 1, 4))), ErrorCode.INVALID_ARGUMENT,
+                    "needs input 'INPUT1'");
+            assertError(m.infer(TestModels.request("add_sub", floats("INPUT0", 1, 4), floats("INPUT1", 1, 4), floats("EXTRA", 1, 4))),
                     ErrorCode.INVALID_ARGUMENT, "'EXTRA'", "[INPUT0, INPUT1]");
             InferenceRequest unknownOut = InferenceRequest.builder("add_sub").input(floats("INPUT0", 1, 4)).input(floats("INPUT1", 1, 4))
                     .requestOutput("NOPE").build();
-            assertError(m.runOne(unknownOut), ErrorCode.INVALID_ARGUMENT, "'NOPE'", "[OUTPUT0, OUTPUT1]");
+            assertError(m.infer(unknownOut), ErrorCode.INVALID_ARGUMENT, "'NOPE'", "[OUTPUT0, OUTPUT1]");
         }
     }
 
     @Test
     void execute_bytesThatAreNotUtf8_rejectedClearly() throws Exception {
-        try (TestModels.Loaded m = TestModels.Loaded.of(backend, TestModels.identity(DataType.BYTES))) {
-            InferenceResponse r = m.runOne(TestModels.request("identity_bytes",
+        try (ModelHarness m = TestModels.start(TestModels.identity(DataType.BYTES))) {
+            InferenceResponse r = m.infer(TestModels.request("identity_bytes",
                     Tensor.ofBytes("INPUT0", new long[] {1, 2}, List.of("ok".getBytes(java.nio.charset.StandardCharsets.UTF_8),
                             new byte[] {(byte) 0xff, (byte) 0xfe}))));
             assertError(r, ErrorCode.INVALID_ARGUMENT, "element 1", "UTF-8");
@@ -150,38 +144,31 @@ class ValidationTest {
                 .parameter("execution_mode", "PARALLEL").parameter("graph_optimization_level", "basic")
                 .parameter("enable_mem_arena", "false").parameter("session.intra_op.allow_spinning", "0")
                 .parameter("batcher", "none").parameter("execute_timeout_ms", "5000").build(); // the last two are the host's
-        try (TestModels.Loaded m = TestModels.Loaded.of(backend, c)) {
-            assertFalse(m.runOne(TestModels.request("add_sub", floats("INPUT0", 1, 4), floats("INPUT1", 1, 4))).isError());
+        try (ModelHarness m = TestModels.start(c)) {
+            assertFalse(m.infer(TestModels.request("add_sub", floats("INPUT0", 1, 4), floats("INPUT1", 1, 4))).isError());
         }
     }
 
     @Test
     void autoComplete_configWithoutTensors_filledFromModel() throws Exception {
         ModelConfig bare = ModelConfig.builder("add_sub").platform("onnxruntime_onnx").maxBatchSize(8).build();
-        ModelConfig filled = backend.autoCompleteConfig(new Fakes.Model(bare, TestModels.dir("add_sub"), new Fakes.Backend(Map.of())));
-        assertEquals(TestModels.addSub().inputs(), filled.inputs());
-        assertEquals(TestModels.addSub().outputs(), filled.outputs());
-
-        ModelConfig unbatched = backend.autoCompleteConfig(new Fakes.Model(bare.toBuilder().maxBatchSize(0).build(),
-                TestModels.dir("add_sub"), new Fakes.Backend(Map.of())));
-        assertEquals(List.of(-1L, 4L), unbatched.input("INPUT0").dims());
-
-        // loadModel completes too, when the host did not call autoCompleteConfig
-        try (TestModels.Loaded m = TestModels.Loaded.of(backend, bare)) {
-            assertFalse(m.runOne(TestModels.request("add_sub", floats("INPUT0", 1, 4), floats("INPUT1", 1, 4))).isError());
+        try (ModelHarness m = TestModels.start(bare)) {
+            assertEquals(TestModels.addSub().inputs(), m.config().inputs());
+            assertEquals(TestModels.addSub().outputs(), m.config().outputs());
+            assertFalse(m.infer(TestModels.request("add_sub", floats("INPUT0", 1, 4), floats("INPUT1", 1, 4))).isError());
+        }
+        try (ModelHarness m = TestModels.start(bare.toBuilder().maxBatchSize(0).build())) {
+            assertEquals(List.of(-1L, 4L), m.config().input("INPUT0").dims());
         }
     }
 
     @Test
     void load_fileIsNotOnnx_failsClearlyAndOtherModelsKeepServing() throws Exception {
-        try (TestModels.Loaded good = TestModels.Loaded.of(backend, TestModels.addSub())) {
+        try (ModelHarness good = TestModels.start(TestModels.addSub())) {
             ModelConfig notOnnx = ModelConfig.builder("not_onnx").platform("onnxruntime_onnx").build();
             BackplaneException e = loadFails(notOnnx);
             assertError(e, ErrorCode.INVALID_ARGUMENT, "model 'not_onnx' version 1", "cannot load", "not_onnx/1/model.onnx", "as an ONNX model");
-            BackplaneException auto = assertThrows(BackplaneException.class,
-                    () -> backend.autoCompleteConfig(new Fakes.Model(notOnnx, TestModels.dir("not_onnx"), new Fakes.Backend(Map.of()))));
-            assertError(auto, ErrorCode.INVALID_ARGUMENT, "as an ONNX model");
-            assertFalse(good.runOne(TestModels.request("add_sub", floats("INPUT0", 1, 4), floats("INPUT1", 1, 4))).isError());
+            assertFalse(good.infer(TestModels.request("add_sub", floats("INPUT0", 1, 4), floats("INPUT1", 1, 4))).isError());
         }
     }
 
@@ -190,6 +177,6 @@ class ValidationTest {
         ModelConfig c = TestModels.addSub().toBuilder().defaultModelFilename("other.onnx").build();
         assertError(loadFails(c), ErrorCode.NOT_FOUND, "add_sub/1/other.onnx", "default_model_filename");
         ModelConfig escape = TestModels.addSub().toBuilder().defaultModelFilename("../config.pbtxt").build();
-        assertError(loadFails(escape), ErrorCode.INVALID_ARGUMENT, "leaves the version folder");
+        assertError(loadFails(escape), ErrorCode.INVALID_ARGUMENT, "default_model_filename", "'../config.pbtxt' is not a plain file name");
     }
 }

@@ -4,6 +4,7 @@ import io.backplane.spi.Backend;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.ModelContext;
+import io.backplane.spi.Settings;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.InstanceKind;
 import io.backplane.spi.config.ModelConfig;
@@ -40,15 +41,13 @@ final class CudaBackend implements Backend {
 
     CudaBackend(CudaLibrary.Status status, Map<String, String> options) {
         this.status = status;
-        String limit = options.getOrDefault(OPTION_MEMORY_LIMIT, "0").strip();
-        try {
-            this.memoryLimitBytes = Long.parseLong(limit);
-        } catch (NumberFormatException e) {
-            throw BackplaneException.invalid("cuda backend option " + OPTION_MEMORY_LIMIT + " = '" + limit + "' is not a number of bytes");
+        for (String key : options.keySet()) {
+            if (!key.equals(OPTION_LIBRARY) && !key.equals(OPTION_MEMORY_LIMIT)) {
+                throw BackplaneException.invalid("cuda backend: unknown backend option '" + key + "'; known options: ["
+                        + OPTION_LIBRARY + ", " + OPTION_MEMORY_LIMIT + "]");
+            }
         }
-        if (memoryLimitBytes < 0) {
-            throw BackplaneException.invalid("cuda backend option " + OPTION_MEMORY_LIMIT + " = " + memoryLimitBytes + " is negative");
-        }
+        this.memoryLimitBytes = Settings.of("cuda backend", options, Map.of()).number(OPTION_MEMORY_LIMIT, 0, 0, Long.MAX_VALUE);
         if (!status.usable()) {
             LOG.info("cuda backend started without a usable GPU: {}", status.problem());
         }

@@ -110,6 +110,11 @@ final class FakeCudaDriver implements CudaDriver, AutoCloseable {
         return retains[ordinal];
     }
 
+    /** The GPU whose context is current on the calling thread (for a kernel that misbehaves on one GPU only). */
+    int currentOrdinal() {
+        return currentDevice("currentOrdinal");
+    }
+
     int contextDepth() {
         return current.get().size();
     }

@@ -2,45 +2,32 @@ package io.backplane.backend.cuda;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertNotNull;
 
+import io.backplane.core.config.ModelConfigParser;
+import io.backplane.spi.Backend;
+import io.backplane.spi.BackendContext;
+import io.backplane.spi.BackendFactory;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.Tensor;
 import io.backplane.spi.config.ModelConfig;
+import io.backplane.testkit.ModelHarness;
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Comparator;
-import java.util.Map;
 import java.util.stream.Stream;
 
-/** Shared test data: the sample model, configs, requests, and a usable fake driver status. */
+/** Shared test data: the sample model, configs, requests, a usable fake driver, and harnesses over it. */
 final class Fixtures {
     static final Path SAMPLE = Path.of("../../samples/gpu-models/saxpy_cuda").toAbsolutePath().normalize();
 
     private Fixtures() {
     }
 
+    /** The sample's config.pbtxt, parsed by the host's parser. */
     static ModelConfig sampleConfig() {
-        try {
-            return SimplePbtxt.parse(Files.readString(SAMPLE.resolve("config.pbtxt")));
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
-    }
-
-    static Standalone.Model sampleModel() {
-        return Standalone.Model.of(SAMPLE, 1, sampleConfig());
-    }
-
-    /** A copy of the sample model in {@code dir} with {@code config} and the given PTX text (null: the sample's). */
-    static Standalone.Model modelIn(Path dir, ModelConfig config, String ptx) throws IOException {
-        Path version = Files.createDirectories(dir.resolve(config.name()).resolve("1"));
-        String text = ptx != null ? ptx : Files.readString(SAMPLE.resolve("1/saxpy.ptx"));
-        Files.writeString(version.resolve("saxpy.ptx"), text);
-        return Standalone.Model.of(dir.resolve(config.name()), 1, config);
+        return ModelConfigParser.parseModelDirectory(SAMPLE);
     }
 
     static CudaLibrary.Status usable(FakeCudaDriver driver) {
@@ -53,8 +40,29 @@ final class Fixtures {
         return new FakeCudaDriver(12080, devices, 1L << 30).kernel("saxpy", FakeCudaDriver.SAXPY);
     }
 
-    static CudaBackend backend(FakeCudaDriver driver) {
-        return new CudaBackend(usable(driver), Map.of());
+    /** The cuda backend over {@code driver}, as the host sees a backend. */
+    static BackendFactory factory(FakeCudaDriver driver) {
+        return new BackendFactory() {
+            @Override
+            public String name() {
+                return CudaBackendFactory.NAME;
+            }
+
+            @Override
+            public Backend create(BackendContext context) {
+                return new CudaBackend(usable(driver), context.options());
+            }
+        };
+    }
+
+    /** The sample model on the fake driver inside the real core, with the harness's exact batches. */
+    static ModelHarness.Builder harness(FakeCudaDriver driver) {
+        return harness(driver, sampleConfig());
+    }
+
+    /** {@code config} with the sample's PTX, on the fake driver inside the real core. */
+    static ModelHarness.Builder harness(FakeCudaDriver driver, ModelConfig config) {
+        return ModelHarness.builder(factory(driver)).model(config).versionFilesFrom(SAMPLE.resolve("1")).exactBatches();
     }
 
     static float[] floats(int n, int seed) {
@@ -66,22 +74,19 @@ final class Fixtures {
         return f;
     }
 
-    static Standalone.Request saxpyRequest(float[] x, float[] y) {
-        return new Standalone.Request(InferenceRequest.builder("saxpy_cuda")
+    static InferenceRequest saxpyRequest(float[] x, float[] y) {
+        return InferenceRequest.builder("saxpy_cuda")
                 .input(Tensor.ofFloats("X", new long[] {1, x.length}, x))
-                .input(Tensor.ofFloats("Y", new long[] {1, y.length}, y)).build());
+                .input(Tensor.ofFloats("Y", new long[] {1, y.length}, y)).build();
     }
 
-    static void assertSaxpy(Standalone.Request r, float[] x, float[] y) {
-        InferenceResponse response = r.response();
-        assertNotNull(response, "no response for request " + r.id());
+    static void assertSaxpy(InferenceResponse response, float[] x, float[] y) {
         assertFalse(response.isError(), () -> "error: " + response.error().getMessage());
         float[] out = response.output("OUT").toFloatArray();
         assertEquals(x.length, out.length);
         for (int i = 0; i < x.length; i++) {
             assertEquals(Math.fma(2.0f, x[i], y[i]), out[i], "OUT[" + i + "]");
         }
-        assertEquals(1, r.sends());
     }
 
     static void deleteTree(Path dir) throws IOException {

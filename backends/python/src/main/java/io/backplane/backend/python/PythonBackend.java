@@ -26,7 +26,7 @@ import org.slf4j.LoggerFactory;
 final class PythonBackend implements Backend {
     private static final Logger log = LoggerFactory.getLogger(PythonBackend.class);
     static final List<String> STUB_FILES = List.of("backplane_stub.py", "triton_python_backend_utils.py", "backplane_execute.py",
-            "backplane_dlpack.py", "backplane_model_config.py");
+            "backplane_dlpack.py", "backplane_model_config.py", "backplane_bls.py");
 
     private final Map<String, String> options;
     private final Path stubDirectory;
@@ -45,6 +45,7 @@ final class PythonBackend implements Backend {
     }
 
     static PythonBackend create(Map<String, String> options, Path workDirectory) throws IOException {
+        StubSettings.checkBackendOptions(options);
         StubSettings.resolve(options, Map.of());
         List<String> stale = SharedRegion.reapStale();
         if (!stale.isEmpty()) {
@@ -60,8 +61,10 @@ final class PythonBackend implements Backend {
                 Files.copy(in, stubs.resolve(f));
             }
         }
-        // Unix socket paths are limited to ~107 bytes: keep them short, in a private directory.
-        Path sockets = Files.createTempDirectory(Path.of(System.getProperty("java.io.tmpdir")), "bp-py-", owner);
+        // Unix socket paths are limited to ~107 bytes: keep them short, in a private directory
+        // (under /tmp when java.io.tmpdir is too deep for "<dir>/bp-py-<20 digits>/g<n>-<12 hex>.sock").
+        Path tmp = Path.of(System.getProperty("java.io.tmpdir")).toAbsolutePath();
+        Path sockets = Files.createTempDirectory(tmp.toString().length() > 56 ? Path.of("/tmp") : tmp, "bp-py-", owner);
         return new PythonBackend(Map.copyOf(options), stubs, sockets);
     }
 

@@ -58,6 +58,15 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
         return s;
     }
 
+    @Override
+    public io.backplane.spi.metrics.@Nullable MetricRegistry metrics() {
+        try {
+            return model.context().metrics();
+        } catch (UnsupportedOperationException e) {
+            return null;
+        }
+    }
+
     /** The current stub (tests and diagnostics). */
     @Nullable StubConnection currentStub() {
         return stub;

@@ -73,6 +73,7 @@ final class PythonModel implements Model {
         init.put("model_file", modelFile.toString());
         init.put("version_dir", context.versionDirectory().toString());
         init.put("decoupled", context.config().decoupled());
+        init.put("response_credits", Wire.RESPONSE_CREDITS);
         return Wire.json(init);
     }
 

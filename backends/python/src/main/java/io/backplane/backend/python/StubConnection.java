@@ -33,6 +33,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -86,6 +87,11 @@ final class StubConnection {
 
         /** An execution was posted: the monitor must run its rounds until the work ends. */
         void workStarted();
+
+        /** Where the model's custom metrics go, or null when the host offers none. */
+        default io.backplane.spi.metrics.@Nullable MetricRegistry metrics() {
+            return null;
+        }
     }
 
     static final class Execution {
@@ -96,6 +102,8 @@ final class StubConnection {
         volatile @Nullable Thread waiter;
         volatile boolean resultSeen;
         volatile boolean abandoned;
+        /** Counted down once {@link #failAll} has ended every request of this execution. */
+        final java.util.concurrent.CountDownLatch failed = new java.util.concurrent.CountDownLatch(1);
         SharedRegion.@Nullable Block msgBlock;
 
         Execution(long id) {
@@ -129,7 +137,7 @@ final class StubConnection {
     private final String tag;
     private final boolean decoupled;
     private final ReentrantReadWriteLock regionLock = new ReentrantReadWriteLock();
-    private final Object writeLock = new Object();
+    private final LinkedBlockingQueue<ByteBuffer> outbox = new LinkedBlockingQueue<>();
     private final AtomicBoolean dead = new AtomicBoolean();
     private final CompletableFuture<Void> cleanedUp = new CompletableFuture<>();
     private final ConcurrentHashMap<Long, Execution> executions = new ConcurrentHashMap<>();
@@ -139,6 +147,7 @@ final class StubConnection {
     private @Nullable Process process;
     private @Nullable SocketChannel channel;
     private @Nullable Thread reader;
+    private @Nullable Thread writer;
     private final List<Thread> pumps = new ArrayList<>();
     private MemorySegment ctl = MemorySegment.NULL;
     private long nextExecId = 1;
@@ -152,6 +161,7 @@ final class StubConnection {
     private volatile long pingSentNanos;
     private long lastPingNanos;
     private long pingSeq;
+    private final BlsBridge bls;
 
     StubConnection(Owner owner, int generation, StubSettings settings, String model, String instance, boolean decoupled) {
         this.owner = owner;
@@ -161,6 +171,45 @@ final class StubConnection {
         this.instance = instance;
         this.decoupled = decoupled;
         this.tag = "model '" + model + "' instance '" + instance + "'";
+        this.bls = new BlsBridge(new BlsLink(), owner.metrics());
+    }
+
+    /** What {@link BlsBridge} sees of this connection. */
+    private final class BlsLink implements BlsBridge.Link {
+        @Override
+        public @Nullable ScheduledRequest openRequest(long execId, int index) {
+            Execution e = executions.get(execId);
+            if (e == null || e.abandoned || index >= e.reqs.size()) {
+                return null;
+            }
+            Req r = e.reqs.get(index);
+            return r.hostDone.get() ? null : r.sr;
+        }
+
+        @Override
+        public boolean withRegion(java.util.function.Consumer<SharedRegion> body) {
+            regionLock.readLock().lock();
+            try {
+                SharedRegion reg = region;
+                if (reg == null || dead.get()) {
+                    return false;
+                }
+                body.accept(reg);
+                return true;
+            } finally {
+                regionLock.readLock().unlock();
+            }
+        }
+
+        @Override
+        public void send(byte type, byte[] payload) {
+            trySend(type, payload);
+        }
+
+        @Override
+        public String describe() {
+            return StubConnection.this.describe();
+        }
     }
 
     int generation() {
@@ -265,9 +314,19 @@ final class StubConnection {
                 if (!new String(tb, StandardCharsets.US_ASCII).equals(token)) {
                     throw Wire.protocol("start-up handshake carried a wrong token");
                 }
-                writeFrame(Wire.F_INIT, initJson.getBytes(StandardCharsets.UTF_8));
+                writeDirect(frame(Wire.F_INIT, initJson.getBytes(StandardCharsets.UTF_8)));
                 ByteBuffer reply = readFrame(channel, (byte) 0);
                 byte type = reply.get();
+                while (type == Wire.F_LOG || type == Wire.F_METRIC) { // initialize() may log and create metrics
+                    if (type == Wire.F_LOG) {
+                        int level = reply.hasRemaining() ? reply.get() : 0;
+                        logStub(level, StandardCharsets.UTF_8.decode(reply).toString());
+                    } else {
+                        bls.onFrame(type, MemorySegment.ofBuffer(reply.slice()));
+                    }
+                    reply = readFrame(channel, (byte) 0);
+                    type = reply.get();
+                }
                 if (type == Wire.F_INIT_ERR) {
                     String err = StandardCharsets.UTF_8.decode(reply).toString();
                     throw new BackplaneException(ErrorCode.INTERNAL, tag + ": initialize() failed: " + firstLine(err) + "\n" + err);
@@ -286,7 +345,11 @@ final class StubConnection {
         Thread r = Thread.ofPlatform().daemon().name("backplane-python-reader-" + model + "-" + instance + "-g" + generation)
                 .unstarted(this::readLoop);
         reader = r;
+        Thread w = Thread.ofPlatform().daemon().name("backplane-python-writer-" + model + "-" + instance + "-g" + generation)
+                .unstarted(this::writeLoop);
+        writer = w;
         r.start();
+        w.start();
         Process p = process;
         if (p != null) {
             p.onExit().thenRun(this::onProcessExit);
@@ -429,21 +492,51 @@ final class StubConnection {
         }
     }
 
-    private void writeFrame(byte type, byte[] payload) throws IOException {
-        writeFrame(type, payload, payload.length);
+    private static ByteBuffer frame(byte type, byte[] payload) {
+        ByteBuffer b = ByteBuffer.allocate(5 + payload.length).order(ByteOrder.LITTLE_ENDIAN);
+        return b.putInt(payload.length + 1).put(type).put(payload).flip();
     }
 
-    private void writeFrame(byte type, byte[] payload, int len) throws IOException {
+    /** Start-up only (INIT), before the reader and writer threads exist. */
+    private void writeDirect(ByteBuffer b) throws IOException {
         SocketChannel ch = channel;
         if (ch == null) {
             throw new IOException("not connected");
         }
-        ByteBuffer b = ByteBuffer.allocate(5 + len).order(ByteOrder.LITTLE_ENDIAN);
-        b.putInt(len + 1).put(type).put(payload, 0, len).flip();
-        synchronized (writeLock) {
-            while (b.hasRemaining()) {
-                ch.write(b);
+        while (b.hasRemaining()) {
+            ch.write(b);
+        }
+    }
+
+    /**
+     * Queues a frame for the writer thread, the only thread that writes to the socket after
+     * start-up. No caller blocks on the socket and no lock is held across a write: the reader
+     * stays free to read (so the stub's sends always drain), and the stub's reader never writes
+     * either, so the two directions cannot wait on each other. The queue is bounded in practice:
+     * ACKs by the stub's response credits, PINGs by the heartbeat interval, WAKEs by executions.
+     */
+    private void writeFrame(byte type, byte[] payload) throws IOException {
+        if (channel == null || dead.get()) {
+            throw new IOException("not connected");
+        }
+        outbox.add(frame(type, payload));
+    }
+
+    private void writeLoop() {
+        SocketChannel ch = channel;
+        try {
+            while (ch != null && !dead.get()) {
+                ByteBuffer b = outbox.take();
+                while (b.hasRemaining()) {
+                    ch.write(b);
+                }
             }
+        } catch (InterruptedException e) {
+            // teardown
+        } catch (IOException e) {
+            log.debug("{}: control connection closed for writing", tag, e);
+        } finally {
+            outbox.clear();
         }
     }
 
@@ -480,6 +573,7 @@ final class StubConnection {
                         logStub(level, StandardCharsets.UTF_8.decode(f).toString());
                     }
                     case Wire.F_FINALIZED -> log.debug("{}: finalize() completed", tag);
+                    case Wire.F_BLS, Wire.F_BLS_CANCEL, Wire.F_METRIC, Wire.F_HOST_FREE -> bls.onFrame(type, MemorySegment.ofBuffer(f.slice()));
                     default -> throw Wire.protocol("unexpected frame type " + type);
                 }
             }
@@ -577,6 +671,8 @@ final class StubConnection {
                 synchronized (e) {
                     processResult(reg, e, !e.abandoned);
                 }
+            } else {
+                awaitFailed(e);
             }
             pending = got && !decoupled ? e : null;
         } finally {
@@ -613,6 +709,25 @@ final class StubConnection {
                 return;
             }
             LockSupport.parkNanos(e, 50_000_000);
+        }
+    }
+
+    /**
+     * The stub died or stalled: the thread that noticed fails every open request (failAll), and
+     * execute must not return before that thread has ended this execution's requests, or the host
+     * would find them unanswered (L6) and answer them itself with the wrong error.
+     */
+    private void awaitFailed(Execution e) {
+        try {
+            if (e.failed.await(settings.heartbeatTimeoutMillis() + 5_000, java.util.concurrent.TimeUnit.MILLISECONDS)) {
+                return;
+            }
+        } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+        }
+        BackplaneException err = BackplaneException.unavailable(describe() + " stopped serving while requests were in flight");
+        for (Req r : e.reqs) {
+            finish(r, InferenceResponse.error(err));
         }
     }
 
@@ -808,9 +923,9 @@ final class StubConnection {
                 resp = r == null ? skipResponse(reg, in) : decodeResponse(reg, in, r);
             }
             long token = in.u64();
-            if (token != 0) {
-                trySend(Wire.F_ACK, new Wire.Out(8).u64(token).toByteArray());
-            }
+            // Every response is acknowledged: the ACK frees the stub's blocks (token != 0) and
+            // returns the response credit the stub spent on it (flow control, DESIGN P9).
+            trySend(Wire.F_ACK, new Wire.Out(8).u64(token).toByteArray());
             if (r == null) {
                 droppedMessages.incrementAndGet();
                 log.debug("{}: dropped a response for unknown execution {} index {} (generation {})", tag, execId, index, gen);
@@ -1026,6 +1141,7 @@ final class StubConnection {
             for (Req r : e.reqs) {
                 finish(r, InferenceResponse.error(err));
             }
+            e.failed.countDown();
             Thread w = e.waiter;
             if (w != null) {
                 LockSupport.unpark(w);
@@ -1061,11 +1177,17 @@ final class StubConnection {
                 : "exited with code " + code + (code > 128 ? " (signal " + (code - 128) + ")" : "");
         try {
             failAll(BackplaneException.unavailable(describe() + " " + reason + " while requests were in flight"));
+            bls.close();
             Thread r = reader;
             if (r != null && r != Thread.currentThread()) {
                 r.join(2000); // the reader drains what the stub wrote last (e.g. finalize's log lines), then sees EOF
             }
             closeQuietly(channel);
+            Thread w = writer;
+            if (w != null && w != Thread.currentThread()) {
+                w.interrupt();
+                w.join(5000);
+            }
             if (r != null && r != Thread.currentThread()) {
                 r.join(5000);
             }

@@ -1,6 +1,7 @@
 package io.backplane.backend.python;
 
 import io.backplane.spi.BackplaneException;
+import io.backplane.spi.Settings;
 import java.util.Map;
 
 /**
@@ -23,6 +24,26 @@ record StubSettings(String interpreter, long shmInitialBytes, long shmMaxBytes, 
     static final String RESTART_BACKOFF_MAX = "restart_backoff_max_ms";
     static final String SPIN = "spin_us";
 
+    /** Every key this backend reads, as a backend option or a model parameter. */
+    static final java.util.Set<String> KEYS = java.util.Set.of(INTERPRETER, SHM_INITIAL, SHM_MAX, STARTUP_TIMEOUT, EXECUTE_TIMEOUT,
+            HEARTBEAT_INTERVAL, HEARTBEAT_TIMEOUT, STALL_KILL, FINALIZE_TIMEOUT, RESTART_BACKOFF_MAX, SPIN);
+
+    /** Refuses a backend option this backend does not read (a typo, or another server's name for it). */
+    static void checkBackendOptions(Map<String, String> backendOptions) {
+        for (String key : backendOptions.keySet()) {
+            if (!KEYS.contains(key)) {
+                String hint = switch (key) {
+                    case "shm-default-byte-size" -> " (Triton's name; here it is " + SHM_INITIAL + ")";
+                    case "shm-growth-byte-size" -> " (Triton's name; here the region grows on demand up to " + SHM_MAX + ")";
+                    case "stub-timeout-seconds" -> " (Triton's name; here it is " + STARTUP_TIMEOUT + ", in milliseconds)";
+                    default -> "";
+                };
+                throw BackplaneException.invalid("python backend: unknown backend option '" + key + "'" + hint + "; known options: "
+                        + new java.util.TreeSet<>(KEYS));
+            }
+        }
+    }
+
     /** These settings with another interpreter (an execution environment's). */
     StubSettings withInterpreter(String path) {
         return new StubSettings(path, shmInitialBytes, shmMaxBytes, startupTimeoutMillis, executeTimeoutMillis, heartbeatIntervalMillis,
@@ -30,11 +51,11 @@ record StubSettings(String interpreter, long shmInitialBytes, long shmMaxBytes, 
     }
 
     static StubSettings resolve(Map<String, String> backendOptions, Map<String, String> modelParameters) {
-        Lookup l = new Lookup(backendOptions, modelParameters);
-        StubSettings s = new StubSettings(l.string(INTERPRETER, "python3"), l.number(SHM_INITIAL, 4L << 20),
-                l.number(SHM_MAX, 1L << 30), l.number(STARTUP_TIMEOUT, 60_000), l.number(EXECUTE_TIMEOUT, 0),
-                l.number(HEARTBEAT_INTERVAL, 500), l.number(HEARTBEAT_TIMEOUT, 5_000), l.number(STALL_KILL, 10_000),
-                l.number(FINALIZE_TIMEOUT, 10_000), l.number(RESTART_BACKOFF_MAX, 5_000), l.number(SPIN, 200));
+        Settings l = Settings.of("python backend", backendOptions, modelParameters);
+        StubSettings s = new StubSettings(l.string(INTERPRETER, "python3"), number(l, SHM_INITIAL, 4L << 20),
+                number(l, SHM_MAX, 1L << 30), number(l, STARTUP_TIMEOUT, 60_000), number(l, EXECUTE_TIMEOUT, 0),
+                number(l, HEARTBEAT_INTERVAL, 500), number(l, HEARTBEAT_TIMEOUT, 5_000), number(l, STALL_KILL, 10_000),
+                number(l, FINALIZE_TIMEOUT, 10_000), number(l, RESTART_BACKOFF_MAX, 5_000), number(l, SPIN, 200));
         if (s.shmInitialBytes < 65536 || s.shmMaxBytes < s.shmInitialBytes) {
             throw BackplaneException.invalid("python backend: " + SHM_INITIAL + " (" + s.shmInitialBytes + ") must be ≥ 65536 and ≤ "
                     + SHM_MAX + " (" + s.shmMaxBytes + ")");
@@ -46,29 +67,7 @@ record StubSettings(String interpreter, long shmInitialBytes, long shmMaxBytes, 
         return s;
     }
 
-    private record Lookup(Map<String, String> options, Map<String, String> params) {
-        String string(String key, String def) {
-            String v = params.get(key);
-            if (v == null) {
-                v = options.get(key);
-            }
-            return v == null || v.isBlank() ? def : v.strip();
-        }
-
-        long number(String key, long def) {
-            String v = string(key, "");
-            if (v.isEmpty()) {
-                return def;
-            }
-            try {
-                long n = Long.parseLong(v);
-                if (n < 0) {
-                    throw new NumberFormatException();
-                }
-                return n;
-            } catch (NumberFormatException e) {
-                throw BackplaneException.invalid("python backend: '" + key + "' is '" + v + "'; use a whole number ≥ 0");
-            }
-        }
+    private static long number(Settings settings, String key, long def) {
+        return settings.number(key, def, 0, Long.MAX_VALUE);
     }
 }

@@ -20,6 +20,14 @@ final class Wire {
     static final byte F_WAKE = 3;
     static final byte F_ACK = 4;
     static final byte F_FINALIZE = 5;
+    static final byte F_BLS_RESP = 6;
+    static final byte F_METRIC_REPLY = 7;
+
+    /**
+     * Responses the stub may have sent and not yet seen acknowledged (one ACK per response): a
+     * producer faster than the host waits for credit instead of filling the socket.
+     */
+    static final int RESPONSE_CREDITS = 64;
     // Frames, stub -> host
     static final byte F_HELLO = 20;
     static final byte F_INIT_OK = 21;
@@ -29,6 +37,11 @@ final class Wire {
     static final byte F_RESPONSE = 25;
     static final byte F_LOG = 26;
     static final byte F_FINALIZED = 27;
+    // BLS and custom metrics (BlsBridge), stub -> host
+    static final byte F_BLS = 28;
+    static final byte F_BLS_CANCEL = 29;
+    static final byte F_METRIC = 30;
+    static final byte F_HOST_FREE = 31;
 
     /** Largest control frame the host accepts from a stub. */
     static final int MAX_FRAME = 64 << 20;

@@ -30,10 +30,21 @@ final class Configs {
                 .input(TensorConfig.of("IN", DataType.INT32, 1)).output(TensorConfig.of("OUT", DataType.INT32, 1)).build();
     }
 
+    static ModelConfig flood() {
+        return ModelConfig.builder("flood").backend("python").decoupled(true).maxBatchSize(0)
+                .input(TensorConfig.of("IN", DataType.INT32, 1)).input(TensorConfig.of("DATA", DataType.UINT8, -1))
+                .output(TensorConfig.of("OUT", DataType.INT32, 2)).build();
+    }
+
     static ModelConfig introspect() {
         return ModelConfig.builder("introspect").backend("python").parameter("answer", "42")
                 .input(TensorConfig.of("TEXT", DataType.BYTES, -1)).output(TensorConfig.of("UPPER", DataType.BYTES, -1))
                 .output(TensorConfig.of("INFO", DataType.BYTES, 1)).build();
+    }
+
+    /** {@code config} with max_batch_size 4, so that the core may hand several requests to one execute: inputs gain a batch dimension. */
+    static ModelConfig batched(ModelConfig config) {
+        return config.toBuilder().maxBatchSize(4).build();
     }
 
     static ModelConfig named(String name) {

@@ -7,8 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
-import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.Tensor;
+import io.backplane.testkit.Reply;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -32,12 +32,12 @@ class FaultInjectionTest {
 
     @BeforeAll
     static void python() throws Exception {
-        Fakes.requirePython();
+        Harness.requirePython();
     }
 
     @AfterEach
     void clean() throws Exception {
-        Fakes.assertClean();
+        Harness.assertClean();
     }
 
     private enum Fault { NONE, STOP_RESUME, KILL, STOP_FOREVER }
@@ -51,18 +51,18 @@ class FaultInjectionTest {
         int ok = 0;
         int failed = 0;
         int[] faults = new int[Fault.values().length];
-        try (Harness h = new Harness(Configs.identity(), Map.of(StubSettings.HEARTBEAT_TIMEOUT, "250", StubSettings.STALL_KILL, "400",
+        try (Harness h = new Harness(Configs.batched(Configs.identity()), Map.of(StubSettings.HEARTBEAT_TIMEOUT, "250", StubSettings.STALL_KILL, "400",
                 StubSettings.HEARTBEAT_INTERVAL, "25", StubSettings.RESTART_BACKOFF_MAX, "100"))) {
             for (int trial = 0; trial < TRIALS; trial++) {
                 h.awaitReady(60_000);
                 int n = 1 + rnd.nextInt(3);
-                List<Fakes.Request> reqs = new ArrayList<>();
+                List<InferenceRequest> reqs = new ArrayList<>();
                 for (int i = 0; i < n; i++) {
                     float tag = trial * 10 + i + 0.5f;
                     int sleep = i == 0 ? rnd.nextInt(40) : 0;
                     InferenceRequest r = InferenceRequest.builder("identity").id("t" + trial + "." + i).parameter("sleep_ms", (long) sleep)
-                            .input(Tensor.ofFloats("INPUT0", new long[] {3}, tag, trial, i)).build();
-                    reqs.add(h.request(r));
+                            .input(Tensor.ofFloats("INPUT0", new long[] {1, 3}, tag, trial, i)).build();
+                    reqs.add(r);
                 }
                 int p = rnd.nextInt(100);
                 Fault fault = p < 57 ? Fault.NONE : p < 92 ? Fault.STOP_RESUME : p < 97 ? Fault.KILL : Fault.STOP_FOREVER;
@@ -72,19 +72,18 @@ class FaultInjectionTest {
                 int resumeAfter = rnd.nextInt(500);
                 Thread injector = Thread.ofPlatform().start(() -> inject(fault, pid, delay, resumeAfter));
                 try {
-                    h.instance.execute(List.<ScheduledRequest>copyOf(reqs));
-                    for (Fakes.Request r : reqs) {
-                        InferenceResponse resp = r.sender.await();
-                        assertEquals(1, r.sender.finals.get(), "request " + r.request.id() + " ended more than once");
-                        assertTrue(r.sender.responses.size() <= 1, "a plain request got several responses");
+                    for (Reply r : h.run(reqs.toArray(InferenceRequest[]::new))) {
+                        InferenceResponse resp = r.await();
+                        assertEquals(1, r.terminals(), r.request().id() + " ended more than once");
+                        assertTrue(r.responses().size() <= 1, "a plain request got several responses");
                         if (resp.isError()) {
                             failed++;
                             assertEquals(ErrorCode.UNAVAILABLE, resp.error().code(), resp.error().getMessage());
                             assertTrue(resp.error().getMessage().contains("identity_0"), resp.error().getMessage());
                         } else {
                             ok++;
-                            float[] in = r.request.input("INPUT0").toFloatArray();
-                            assertArrayEquals(in, resp.output("OUTPUT0").toFloatArray(), "request " + r.request.id() + " got another payload");
+                            float[] in = r.request().input("INPUT0").toFloatArray();
+                            assertArrayEquals(in, resp.output("OUTPUT0").toFloatArray(), "request " + r.request().id() + " got another payload");
                         }
                     }
                 } finally {
@@ -94,11 +93,13 @@ class FaultInjectionTest {
             log.info("fault injection: {} trials, {} ok, {} failed, faults {}", TRIALS, ok, failed, java.util.Arrays.toString(faults));
             assertTrue(ok > 0);
             h.awaitReady(60_000);
-            InferenceResponse last = h.run(StubFaultTest.slow(7, 0)).get(0).sender.await();
-            StubFaultTest.assertOk(7, last);
+            InferenceResponse last = h.run(InferenceRequest.builder("identity").input(Tensor.ofFloats("INPUT0", new long[] {1, 2}, 7, -7)).build())
+                    .get(0).await();
+            assertArrayEquals(new float[] {7, -7}, last.output("OUTPUT0").toFloatArray());
         }
     }
 
+    /** Injects the fault after a random delay (jitter that spreads faults over the execution, not a synchronisation). */
     private static void inject(Fault fault, long pid, int delayMs, int resumeAfterMs) {
         try {
             Thread.sleep(delayMs);

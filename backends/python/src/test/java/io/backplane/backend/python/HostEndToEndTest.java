@@ -13,6 +13,7 @@ import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.Tensor;
 import io.backplane.spi.host.ResponseObserver;
+import io.backplane.testkit.Await;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -33,12 +34,12 @@ class HostEndToEndTest {
 
     @BeforeAll
     static void python() throws Exception {
-        Fakes.requirePython();
+        Harness.requirePython();
     }
 
     @AfterEach
     void clean() throws Exception {
-        Fakes.assertClean();
+        Harness.assertClean();
     }
 
     static final String ADD_SUB = """
@@ -70,7 +71,7 @@ class HostEndToEndTest {
         Path repo = Files.createDirectories(temp.resolve("repo"));
         for (String[] m : new String[][] {{"add_sub", ADD_SUB}, {"square", SQUARE}}) {
             Path dir = Files.createDirectories(repo.resolve(m[0]).resolve("1"));
-            Files.copy(Fakes.MODELS.resolve(m[0]).resolve("1/model.py"), dir.resolve("model.py"));
+            Files.copy(Harness.MODELS.resolve(m[0]).resolve("1/model.py"), dir.resolve("model.py"));
             Files.writeString(repo.resolve(m[0]).resolve("config.pbtxt"), m[1]);
         }
         return repo;
@@ -123,15 +124,11 @@ class HostEndToEndTest {
         try (BackplaneHost host = BackplaneHost.builder().modelRepository(repository()).modelControlMode(ModelControlMode.EXPLICIT)
                 .loadModel("add_sub").build()) {
             host.infer(addSub(1)).get(30, TimeUnit.SECONDS);
-            ProcessHandle stub = Fakes.liveStubs().get(0);
+            ProcessHandle stub = Harness.liveStubs().get(0);
             stub.destroyForcibly();
             stub.onExit().get(10, TimeUnit.SECONDS);
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-            while (!(host.isModelReady("add_sub") && Fakes.liveStubs().stream().anyMatch(p -> p.pid() != stub.pid()))
-                    && System.nanoTime() < deadline) {
-                Thread.sleep(20);
-            }
-            assertTrue(host.isModelReady("add_sub"));
+            Await.until(() -> host.isModelReady("add_sub") && Harness.liveStubs().stream().anyMatch(p -> p.pid() != stub.pid()),
+                    Duration.ofSeconds(60), "a new stub of add_sub to be ready");
             InferenceResponse r = host.infer(addSub(5)).get(30, TimeUnit.SECONDS);
             assertArrayEquals(new float[] {6, 3, 4, 5}, r.output("OUTPUT0").toFloatArray());
         }

@@ -14,8 +14,9 @@ import io.backplane.spi.BackplaneException;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
-import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.Tensor;
+import io.backplane.testkit.Await;
+import io.backplane.testkit.Reply;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
@@ -31,12 +32,12 @@ import org.slf4j.LoggerFactory;
 class PythonBackendTest {
     @BeforeAll
     static void python() throws Exception {
-        Fakes.requirePython();
+        Harness.requirePython();
     }
 
     @AfterEach
     void clean() throws Exception {
-        Fakes.assertClean();
+        Harness.assertClean();
     }
 
     static InferenceRequest fp32(String model, String mode, float... values) {
@@ -56,12 +57,12 @@ class PythonBackendTest {
     @Test
     void addSub_plainRequest_returnsSumAndDifference() throws Exception {
         try (Harness h = new Harness(Configs.addSub())) {
-            assertTrue(h.instance.isReady());
+            assertTrue(h.instance().isReady());
             var req = InferenceRequest.builder("add_sub")
                     .input(Tensor.ofFloats("INPUT0", new long[] {4}, 1, 2, 3, 4))
                     .input(Tensor.ofFloats("INPUT1", new long[] {4}, 10, 20, 30, 40)).build();
             for (int i = 0; i < 3; i++) {
-                InferenceResponse r = h.run(req).get(0).sender.await();
+                InferenceResponse r = h.run(req).get(0).await();
                 assertFalse(r.isError(), r::toString);
                 assertArrayEquals(new float[] {11, 22, 33, 44}, r.output("OUTPUT0").toFloatArray());
                 assertArrayEquals(new float[] {-9, -18, -27, -36}, r.output("OUTPUT1").toFloatArray());
@@ -75,7 +76,7 @@ class PythonBackendTest {
             var req = InferenceRequest.builder("add_sub").requestOutput("OUTPUT1")
                     .input(Tensor.ofFloats("INPUT0", new long[] {4}, 1, 2, 3, 4))
                     .input(Tensor.ofFloats("INPUT1", new long[] {4}, 1, 1, 1, 1)).build();
-            InferenceResponse r = h.run(req).get(0).sender.await();
+            InferenceResponse r = h.run(req).get(0).await();
             assertEquals(1, r.outputs().size());
             assertArrayEquals(new float[] {0, 1, 2, 3}, r.output("OUTPUT1").toFloatArray());
         }
@@ -86,7 +87,7 @@ class PythonBackendTest {
         try (Harness h = new Harness(Configs.introspect())) {
             var req = InferenceRequest.builder("introspect").id("abc").correlationId("77").parameter("p", "v").parameter("n", 3L)
                     .input(Tensor.ofStrings("TEXT", new long[] {2}, "hello", "wörld")).build();
-            InferenceResponse r = h.run(req).get(0).sender.await();
+            InferenceResponse r = h.run(req).get(0).await();
             assertFalse(r.isError(), r::toString);
             assertEquals(List.of("HELLO", "WöRLD"), r.output("UPPER").toStringList(), "bytes.upper() changes ASCII only");
             String info = r.output("INFO").toStringList().get(0);
@@ -95,10 +96,10 @@ class PythonBackendTest {
             assertTrue(info.contains("\"parameters\": {\"p\": \"v\", \"n\": 3}"), info);
             assertTrue(info.contains("\"model_name\": \"introspect\""), info);
             assertTrue(info.contains("\"model_instance_kind\": \"CPU\""), info);
-            assertTrue(info.contains("\"model_instance_name\": \"introspect_0\""), info);
+            assertTrue(info.contains("\"model_instance_name\": \"introspect_0_0\""), info);
             assertTrue(info.contains("\"model_instance_device_id\": \"0\""), info);
             assertTrue(info.contains("\"model_version\": \"1\""), info);
-            assertTrue(info.contains("\"model_repository\": \"" + Fakes.MODELS.resolve("introspect") + "\""), info);
+            assertTrue(info.contains("\"model_repository\": \"" + h.harness.modelContext().modelDirectory() + "\""), info);
             assertTrue(info.contains("\"in_cfg_type\": \"TYPE_STRING\""), info);
             assertTrue(info.contains("\"np_type\": \"float32\""), info);
             assertTrue(info.contains("\"triton_type\": 11"), info);
@@ -110,17 +111,28 @@ class PythonBackendTest {
     @Test
     void decoupled_squareFromThread_manyResponsesThenFinal() throws Exception {
         try (Harness h = new Harness(Configs.square())) {
-            var reqs = h.run(square(3), square(5), square(0));
+            var reqs = List.of(h.send(square(3)), h.send(square(5)), h.send(square(0)));
             int[] counts = {3, 5, 0};
             for (int i = 0; i < 3; i++) {
-                Fakes.Sender s = reqs.get(i).sender;
+                Reply s = reqs.get(i);
                 s.await();
-                assertEquals(counts[i], s.responses.size());
-                for (InferenceResponse r : s.responses) {
+                assertEquals(counts[i], s.responses().size());
+                for (InferenceResponse r : s.responses()) {
                     assertArrayEquals(new int[] {counts[i] * counts[i]}, r.output("OUT").toIntArray());
                 }
             }
         }
+    }
+
+    /** A request of one row for a batched faulty model: INPUT0 [1, 1]. */
+    static InferenceRequest row(String mode, float value) {
+        return InferenceRequest.builder("faulty").id("req-" + mode).parameter("mode", mode)
+                .input(Tensor.ofFloats("INPUT0", new long[] {1, 1}, value)).build();
+    }
+
+    /** A request of one row for a batched square model: IN [1, 1]. */
+    static InferenceRequest batchedSquare(int n, String mode) {
+        return InferenceRequest.builder("square").input(Tensor.ofInts("IN", new long[] {1, 1}, n)).parameter("mode", mode).id("sq" + n).build();
     }
 
     static InferenceRequest square(int n) {
@@ -135,12 +147,12 @@ class PythonBackendTest {
     void decoupled_sendAfterFinal_raisesSenderClosed() throws Exception {
         ListAppender<ILoggingEvent> logs = capture();
         try (Harness h = new Harness(Configs.square())) {
-            Fakes.Sender s = h.run(square(2, "send_after_final")).get(0).sender;
+            Reply s = h.send(square(2, "send_after_final"));
             s.await();
             waitFor(() -> logs.list.stream().anyMatch(e -> e.getFormattedMessage().contains("probe:")));
             String line = logs.list.stream().map(ILoggingEvent::getFormattedMessage).filter(m -> m.contains("probe:")).findFirst().orElseThrow();
-            assertTrue(line.contains("[square/square_0]") && line.contains("Unable to send response. Response sender has been closed."), line);
-            assertEquals(2, s.responses.size());
+            assertTrue(line.contains("[square/square_0_0]") && line.contains("Unable to send response. Response sender has been closed."), line);
+            assertEquals(2, s.responses().size());
         } finally {
             release(logs);
         }
@@ -149,35 +161,36 @@ class PythonBackendTest {
     @Test
     void decoupled_senderHeldByPython_requestReleasedAtFinal() throws Exception {
         try (Harness h = new Harness(Configs.square())) {
-            Fakes.Request r = h.run(square(1, "hold_sender")).get(0);
-            r.sender.await();
-            assertTrue(r.sender().isClosed());
+            Reply r = h.send(square(1, "hold_sender"));
+            r.await();
+            assertTrue(r.isDone());
+            assertEquals(0, h.harness.host().openRequests(), "the FINAL released the request although Python still holds its sender");
         }
     }
 
     @Test
     void decoupled_finalThenRaise_errorOnlyToOpenRequests() throws Exception {
-        try (Harness h = new Harness(Configs.square())) {
-            var reqs = h.run(square(1, "final_then_raise"), square(1, "raise"));
-            InferenceResponse first = reqs.get(0).sender.await();
+        try (Harness h = new Harness(Configs.batched(Configs.square()))) {
+            var reqs = h.run(batchedSquare(1, "final_then_raise"), batchedSquare(1, "raise"));
+            InferenceResponse first = reqs.get(0).await();
             assertArrayEquals(new int[] {7}, first.output("OUT").toIntArray());
-            assertTrue(message(reqs.get(1).sender.await()).contains("square failed on purpose"));
-            assertTrue(h.instance.isReady());
+            assertTrue(message(reqs.get(1).await()).contains("square failed on purpose"));
+            assertTrue(h.instance().isReady());
         }
     }
 
     @Test
     void execute_raises_errorToEveryRequestAndModelStaysReady() throws Exception {
-        try (Harness h = new Harness(Configs.faulty())) {
+        try (Harness h = new Harness(Configs.batched(Configs.faulty()))) {
             for (int i = 0; i < 10; i++) {
-                var reqs = h.run(fp32("faulty", "raise", 1), fp32("faulty", "ok", 2));
+                var reqs = h.run(row("raise", 1), row("ok", 2));
                 for (var r : reqs) {
-                    String m = message(r.sender.await());
+                    String m = message(r.await());
                     assertTrue(m.contains("RuntimeError: boom from execute"), m);
                 }
-                assertTrue(h.instance.isReady());
+                assertTrue(h.instance().isReady());
             }
-            InferenceResponse ok = h.run(fp32("faulty", "ok", 2)).get(0).sender.await();
+            InferenceResponse ok = h.run(row("ok", 2)).get(0).await();
             assertArrayEquals(new float[] {4}, ok.output("OUTPUT0").toFloatArray());
             assertEquals(1, h.stub().generation(), "no restart for a Python exception");
         }
@@ -185,49 +198,44 @@ class PythonBackendTest {
 
     @Test
     void execute_wrongReturns_clearPerRequestErrors() throws Exception {
-        try (Harness h = new Harness(Configs.faulty())) {
-            assertTrue(message(h.run(fp32("faulty", "none", 1)).get(0).sender.await()).contains("returned no response for request"));
-            assertTrue(message(h.run(fp32("faulty", "not_list", 1)).get(0).sender.await()).contains("Expected a list in the execute return, found type"));
-            var wrong = h.run(fp32("faulty", "wrong_len", 1), fp32("faulty", "ok", 1));
+        try (Harness h = new Harness(Configs.batched(Configs.faulty()))) {
+            assertTrue(message(h.run(row("none", 1)).get(0).await()).contains("returned no response for request"));
+            assertTrue(message(h.run(row("not_list", 1)).get(0).await()).contains("Expected a list in the execute return, found type"));
+            var wrong = h.run(row("wrong_len", 1), row("ok", 1));
             for (var r : wrong) {
-                assertTrue(message(r.sender.await()).contains("InferenceRequest(s) size is:2, and InferenceResponse(s) size is:3"));
+                assertTrue(message(r.await()).contains("InferenceRequest(s) size is:2, and InferenceResponse(s) size is:3"));
             }
-            var mixed = h.run(fp32("faulty", "ok", 1), fp32("faulty", "not_response", 2), fp32("faulty", "error_response", 3));
-            assertArrayEquals(new float[] {2}, mixed.get(0).sender.await().output("OUTPUT0").toFloatArray());
-            assertTrue(message(mixed.get(1).sender.await()).contains("found type '<class 'str'>'"));
-            InferenceResponse err = mixed.get(2).sender.await();
+            var mixed = h.run(row("ok", 1), row("not_response", 2), row("error_response", 3));
+            assertArrayEquals(new float[] {2}, mixed.get(0).await().output("OUTPUT0").toFloatArray());
+            assertTrue(message(mixed.get(1).await()).contains("found type '<class 'str'>'"));
+            InferenceResponse err = mixed.get(2).await();
             assertEquals(ErrorCode.INVALID_ARGUMENT, err.error().code());
             assertEquals("bad input here", err.error().getMessage());
-            assertTrue(h.instance.isReady());
+            assertTrue(h.instance().isReady());
         }
     }
 
     @Test
     void bls_calledFromModel_clearErrorNotCrash() throws Exception {
         try (Harness h = new Harness(Configs.faulty())) {
-            String m = message(h.run(fp32("faulty", "bls", 1)).get(0).sender.await());
-            assertTrue(m.contains("BLS") && m.contains("not supported"), m);
-            assertArrayEquals(new float[] {2}, h.run(fp32("faulty", "ok", 1)).get(0).sender.await().output("OUTPUT0").toFloatArray());
+            String m = message(h.run(fp32("faulty", "bls", 1)).get(0).await());
+            assertTrue(m.contains("BLS failed") && m.contains("other"), m); // a BLS call to a model the host does not have
+            assertArrayEquals(new float[] {2}, h.run(fp32("faulty", "ok", 1)).get(0).await().output("OUTPUT0").toFloatArray());
         }
     }
 
     @Test
     void cancellation_whileExecuting_visibleToIsCancelled() throws Exception {
+        ListAppender<ILoggingEvent> logs = capture();
         try (Harness h = new Harness(Configs.faulty())) {
-            Fakes.Request r = h.request(fp32("faulty", "wait_cancel", 1));
-            Thread t = Thread.ofVirtual().start(() -> {
-                try {
-                    h.instance.execute(List.<ScheduledRequest>of(r));
-                } catch (Exception e) {
-                    throw new IllegalStateException(e);
-                }
-            });
-            Thread.sleep(200);
-            r.cancelled = true;
-            InferenceResponse resp = r.sender.await();
-            t.join();
+            Reply r = h.send(fp32("faulty", "wait_cancel", 1));
+            waitFor(() -> messages(logs).contains("faulty: waiting for the cancellation")); // handshake: Python polls is_cancelled()
+            assertTrue(r.cancel());
+            InferenceResponse resp = r.await();
             assertEquals(ErrorCode.CANCELLED, resp.error().code());
             assertEquals("saw the cancellation", resp.error().getMessage());
+        } finally {
+            release(logs);
         }
     }
 
@@ -235,12 +243,12 @@ class PythonBackendTest {
     void logging_printLoggerAndStderr_reachSlf4jTagged() throws Exception {
         ListAppender<ILoggingEvent> logs = capture();
         try (Harness h = new Harness(Configs.faulty())) {
-            h.run(fp32("faulty", "log", 1)).get(0).sender.await();
+            h.run(fp32("faulty", "log", 1)).get(0).await();
             waitFor(() -> messages(logs).contains("hello from stderr") && messages(logs).contains("hello from print"));
             String all = messages(logs);
-            assertTrue(all.contains("[faulty/faulty_0] hello from print"), all);
-            assertTrue(all.contains("[faulty/faulty_0] hello from Logger"), all);
-            assertTrue(all.contains("[faulty/faulty_0] hello from stderr"), all);
+            assertTrue(all.contains("[faulty/faulty_0_0] hello from print"), all);
+            assertTrue(all.contains("[faulty/faulty_0_0] hello from Logger"), all);
+            assertTrue(all.contains("[faulty/faulty_0_0] hello from stderr"), all);
             assertTrue(logs.list.stream().anyMatch(e -> e.getLevel() == ch.qos.logback.classic.Level.ERROR
                     && e.getFormattedMessage().contains("an error line from Logger")));
         } finally {
@@ -260,7 +268,7 @@ class PythonBackendTest {
         ListAppender<ILoggingEvent> logs = capture();
         try {
             Harness h = new Harness(Configs.named("finalize_fail"));
-            InferenceResponse r = h.run(fp32("finalize_fail", "", 5)).get(0).sender.await();
+            InferenceResponse r = h.run(fp32("finalize_fail", "", 5)).get(0).await();
             assertArrayEquals(new float[] {5}, r.output("INPUT0").toFloatArray());
             h.close();
             assertTrue(messages(logs).contains("finalize exploded"), messages(logs));
@@ -283,12 +291,12 @@ class PythonBackendTest {
             for (int i = 0; i < big.length; i++) {
                 big[i] = i;
             }
-            InferenceResponse r = h.run(fp32("identity", "", big)).get(0).sender.await();
+            InferenceResponse r = h.run(fp32("identity", "", big)).get(0).await();
             assertArrayEquals(big, r.output("OUTPUT0").toFloatArray());
-            InferenceResponse tooBig = h.run(fp32("identity", "", new float[8 << 20])).get(0).sender.await();
+            InferenceResponse tooBig = h.run(fp32("identity", "", new float[8 << 20])).get(0).await();
             assertEquals(ErrorCode.TOO_LARGE, tooBig.error().code());
             assertTrue(tooBig.error().getMessage().contains(StubSettings.SHM_MAX), tooBig.error().getMessage());
-            assertArrayEquals(new float[] {1, 2}, h.run(fp32("identity", "", 1, 2)).get(0).sender.await().output("OUTPUT0").toFloatArray());
+            assertArrayEquals(new float[] {1, 2}, h.run(fp32("identity", "", 1, 2)).get(0).await().output("OUTPUT0").toFloatArray());
         }
     }
 
@@ -296,8 +304,8 @@ class PythonBackendTest {
     void region_files_privateUnguessableAndUnlinkedOnClose() throws Exception {
         List<Path> files;
         try (Harness h = new Harness(Configs.identity())) {
-            h.run(fp32("identity", "", 1)).get(0).sender.await();
-            files = Fakes.ownShmFiles();
+            h.run(fp32("identity", "", 1)).get(0).await();
+            files = Harness.ownShmFiles();
             assertFalse(files.isEmpty());
             for (Path p : files) {
                 assertEquals("rw-------", PosixFilePermissions.toString(Files.getPosixFilePermissions(p)), p.toString());
@@ -343,12 +351,8 @@ class PythonBackendTest {
         return new ArrayList<>(a.list).stream().map(ILoggingEvent::getFormattedMessage).collect(Collectors.joining("\n"));
     }
 
-    static void waitFor(java.util.function.BooleanSupplier c) throws InterruptedException {
-        long deadline = System.nanoTime() + 10_000_000_000L;
-        while (!c.getAsBoolean() && System.nanoTime() < deadline) {
-            Thread.sleep(10);
-        }
-        assertTrue(c.getAsBoolean(), "condition not met within 10 s");
+    static void waitFor(java.util.function.BooleanSupplier c) {
+        Await.until(c, java.time.Duration.ofSeconds(30), "a condition of the test");
     }
 
     static void assertNotNullResponse(InferenceResponse r) {

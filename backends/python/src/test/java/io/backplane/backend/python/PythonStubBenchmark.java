@@ -2,8 +2,9 @@ package io.backplane.backend.python;
 
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
-import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.Tensor;
+import io.backplane.spi.config.DynamicBatching;
+import io.backplane.spi.config.ModelConfig;
 import java.lang.management.ManagementFactory;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -11,20 +12,17 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.concurrent.ArrayBlockingQueue;
-import java.util.concurrent.BlockingQueue;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * Round-trip latency and throughput of the python stub (JUnit-free). Run with
  * {@code ./mvnw -q -B -pl backends/python -am -Pbench -DskipTests verify}.
  *
- * <p>Latency: one caller calls {@code execute} in a loop (the host side of the SPI plus the
- * stub, identity model). Throughput: 8 callers; "batched" groups queued requests into batches of
- * up to 8 like a dynamic batcher, "unbatched" serializes single-request executions.
+ * <p>Through the real core ({@code ModelHarness}). Latency: one caller sends requests in a loop
+ * (core, scheduler, the host side of the stub protocol and the stub; identity model). Throughput:
+ * 8 callers; "dynamic batcher" serves a copy of the model with max_batch_size 8 and dynamic
+ * batching, "unbatched" executes one request at a time.
  */
 public final class PythonStubBenchmark {
     private PythonStubBenchmark() {
@@ -32,24 +30,28 @@ public final class PythonStubBenchmark {
 
     @SuppressWarnings("SystemOut")
     public static void main(String[] args) throws Exception {
-        Fakes.requirePython();
+        Harness.requirePython();
         Map<String, String> defaults = Map.of(StubSettings.HEARTBEAT_INTERVAL, "500", StubSettings.HEARTBEAT_TIMEOUT, "5000");
-        try (Harness h = new Harness(Configs.identity(), defaults)) {
+        try (Harness h = new Harness(Configs.identity(), defaults, false)) {
             out(latency(h, "tiny 4 x FP32", 4, 3_000, 20_000));
             out(latency(h, "1 MiB FP32", 262_144, 200, 1_000));
-            out(throughput(h, true));
             out(throughput(h, false));
             out(idleCpu(h));
         }
-        Fakes.assertClean();
+        ModelConfig batched = Configs.identity().toBuilder().maxBatchSize(8).dynamicBatching(DynamicBatching.DEFAULT).build();
+        try (Harness h = new Harness(batched, defaults, false)) {
+            out(throughput(h, true));
+        }
+        Harness.assertClean();
     }
 
     private static void out(String s) {
         System.out.println(s);
     }
 
-    private static Fakes.Request request(Harness h, float[] data) {
-        return h.request(InferenceRequest.builder("identity").input(Tensor.ofFloats("INPUT0", new long[] {data.length}, data)).build());
+    private static InferenceRequest request(Harness h, float[] data) {
+        long[] shape = h.config.batches() ? new long[] {1, data.length} : new long[] {data.length};
+        return InferenceRequest.builder("identity").input(Tensor.ofFloats("INPUT0", shape, data)).build();
     }
 
     private static String latency(Harness h, String name, int elements, int warmup, int n) throws Exception {
@@ -57,14 +59,13 @@ public final class PythonStubBenchmark {
         Arrays.fill(data, 1.5f);
         long[] t = new long[n];
         for (int i = -warmup; i < n; i++) {
-            Fakes.Request r = request(h, data);
+            InferenceRequest r = request(h, data);
             long t0 = System.nanoTime();
-            h.instance.execute(List.of(r));
+            InferenceResponse resp = h.send(r).await();
             long t1 = System.nanoTime();
             if (i >= 0) {
                 t[i] = t1 - t0;
             }
-            InferenceResponse resp = r.sender.responses.get(0);
             if (resp.isError() || resp.output("OUTPUT0").byteSize() != elements * 4L) {
                 throw new IllegalStateException("bad response " + resp);
             }
@@ -73,53 +74,22 @@ public final class PythonStubBenchmark {
         return String.format(Locale.ROOT, "%-16s 1 caller: p50 %8.1f us  p99 %8.1f us  (n=%d)", name, t[n / 2] / 1e3, t[n * 99 / 100] / 1e3, n);
     }
 
+    /** 8 callers in a loop for 3 s after 1 s of warm-up; the model's own batcher forms the batches. */
     private static String throughput(Harness h, boolean batched) throws Exception {
         int callers = 8;
         float[] data = {1, 2, 3, 4};
         AtomicBoolean stop = new AtomicBoolean();
-        AtomicBoolean stopDispatcher = new AtomicBoolean();
         AtomicLong done = new AtomicLong();
-        BlockingQueue<Fakes.Request> queue = new ArrayBlockingQueue<>(64);
-        ReentrantLock lock = new ReentrantLock();
         List<Thread> threads = new ArrayList<>();
-        Thread dispatcher = null;
-        if (batched) {
-            dispatcher = Thread.ofPlatform().start(() -> {
-                List<Fakes.Request> batch = new ArrayList<>();
-                while (!stopDispatcher.get()) {
-                    try {
-                        Fakes.Request first = queue.poll(10, TimeUnit.MILLISECONDS);
-                        if (first == null) {
-                            continue;
-                        }
-                        batch.add(first);
-                        queue.drainTo(batch, 7);
-                        h.instance.execute(new ArrayList<ScheduledRequest>(batch));
-                        batch.clear();
-                    } catch (Exception e) {
-                        throw new IllegalStateException(e);
-                    }
-                }
-            });
-        }
         for (int c = 0; c < callers; c++) {
             threads.add(Thread.ofPlatform().start(() -> {
                 while (!stop.get()) {
-                    Fakes.Request r = request(h, data);
                     try {
-                        if (batched) {
-                            queue.put(r);
-                            r.sender.done.await();
-                        } else {
-                            lock.lock();
-                            try {
-                                h.instance.execute(List.of(r));
-                            } finally {
-                                lock.unlock();
-                            }
+                        if (h.send(request(h, data)).await().isError()) {
+                            throw new IllegalStateException("a benchmark request failed");
                         }
-                    } catch (Exception e) {
-                        throw new IllegalStateException(e);
+                    } catch (InterruptedException e) {
+                        return;
                     }
                     done.incrementAndGet();
                 }
@@ -135,12 +105,8 @@ public final class PythonStubBenchmark {
         for (Thread t : threads) {
             t.join();
         }
-        stopDispatcher.set(true);
-        if (dispatcher != null) {
-            dispatcher.join();
-        }
         return String.format(Locale.ROOT, "tiny 4 x FP32    %d callers, %s: %,.0f requests/s", callers,
-                batched ? "batched (<= 8 per execute)" : "unbatched (1 per execute)", (c1 - c0) / ((t1 - t0) / 1e9));
+                batched ? "dynamic batcher (<= 8 per execute)" : "unbatched (1 per execute)", (c1 - c0) / ((t1 - t0) / 1e9));
     }
 
     private static String idleCpu(Harness h) throws Exception {

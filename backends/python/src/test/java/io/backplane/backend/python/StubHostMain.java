@@ -8,7 +8,7 @@ public final class StubHostMain {
     @SuppressWarnings("resource")
     public static void main(String[] args) throws Exception {
         Harness h = new Harness(Configs.identity());
-        h.run(StubFaultTest.slow(1, 0)).get(0).sender.await();
+        h.run(StubFaultTest.slow(1, 0)).get(0).awaitSuccess();
         System.out.println("STUB " + h.stub().pid());
         System.out.flush();
         Thread.sleep(600_000);

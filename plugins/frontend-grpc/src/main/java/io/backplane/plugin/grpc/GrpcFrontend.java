@@ -6,13 +6,17 @@ import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.spi.host.Frontend;
 import io.backplane.spi.host.InferenceService;
 import io.grpc.Server;
+import io.grpc.ServerCredentials;
+import io.grpc.TlsServerCredentials;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
 import io.grpc.netty.shaded.io.netty.channel.EventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.nio.NioIoHandler;
 import io.grpc.netty.shaded.io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.grpc.netty.shaded.io.netty.util.concurrent.DefaultThreadFactory;
+import java.io.IOException;
 import java.net.InetSocketAddress;
+import java.nio.file.Path;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
@@ -63,7 +67,22 @@ final class GrpcFrontend implements Frontend {
             return t;
         });
         try {
-            server = NettyServerBuilder.forAddress(new InetSocketAddress(options.host(), options.port()))
+            InetSocketAddress address = new InetSocketAddress(options.host(), options.port());
+            NettyServerBuilder builder = options.sslCert() == null ? NettyServerBuilder.forAddress(address)
+                    : NettyServerBuilder.forAddress(address, credentials(options));
+            if (options.maxConnectionIdleMillis() > 0) {
+                builder.maxConnectionIdle(options.maxConnectionIdleMillis(), TimeUnit.MILLISECONDS);
+            }
+            if (options.maxConnectionAgeMillis() > 0) {
+                builder.maxConnectionAge(options.maxConnectionAgeMillis(), TimeUnit.MILLISECONDS)
+                        .maxConnectionAgeGrace(options.maxConnectionAgeGraceMillis(), TimeUnit.MILLISECONDS);
+            }
+            server = builder.keepAliveTime(options.keepaliveTimeMillis(), TimeUnit.MILLISECONDS)
+                    .keepAliveTimeout(options.keepaliveTimeoutMillis(), TimeUnit.MILLISECONDS)
+                    .permitKeepAliveTime(options.permitKeepaliveTimeMillis(), TimeUnit.MILLISECONDS)
+                    .permitKeepAliveWithoutCalls(options.permitKeepaliveWithoutCalls())
+                    .handshakeTimeout(options.handshakeTimeoutMillis(), TimeUnit.MILLISECONDS)
+                    .intercept(new RestrictedProtocol(options.restricted()))
                     .bossEventLoopGroup(boss).workerEventLoopGroup(workers).channelType(NioServerSocketChannel.class)
                     .directExecutor()
                     .maxInboundMessageSize(options.maxMessageBytes())
@@ -73,8 +92,21 @@ final class GrpcFrontend implements Frontend {
             close();
             throw e;
         }
-        endpoint = "grpc://" + options.host() + ":" + requireNonNull(server).getPort();
+        endpoint = (options.sslCert() == null ? "grpc://" : "grpcs://") + options.host() + ":" + requireNonNull(server).getPort();
         log.info("grpc frontend serving at {} (max message {} bytes, {} event loops)", endpoint, options.maxMessageBytes(), options.threads());
+    }
+
+    private static ServerCredentials credentials(GrpcOptions o) throws IOException {
+        TlsServerCredentials.Builder b = TlsServerCredentials.newBuilder()
+                .keyManager(requireNonNull(o.sslCert()).toFile(), requireNonNull(o.sslKey()).toFile());
+        Path root = o.sslRootCert();
+        if (root != null) {
+            b.trustManager(root.toFile());
+        }
+        if (o.sslMutual()) {
+            b.clientAuth(TlsServerCredentials.ClientAuth.REQUIRE);
+        }
+        return b.build();
     }
 
     @Override

@@ -9,7 +9,9 @@ import io.backplane.spi.host.FrontendFactory;
  * {@code host} (default {@code 0.0.0.0}), {@code port} (default 8001, 0 picks a free one),
  * {@code max_message_bytes} (largest inbound message, default 64 MiB; larger ones fail with
  * RESOURCE_EXHAUSTED), {@code threads} (event loops, default available processors),
- * {@code drain_timeout_ms} (how long close waits for open calls, default 5000).
+ * {@code drain_timeout_ms} (how long close waits for open calls, default 5000); keep-alive,
+ * connection-lifetime, restricted-protocol and TLS options as listed by {@code GrpcOptions}
+ * and docs/protocols.md.
  */
 public final class GrpcFrontendFactory implements FrontendFactory {
     public static final String NAME = "grpc";

@@ -14,7 +14,9 @@ import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
-import io.netty.handler.codec.http.HttpServerCodec;
+import io.netty.handler.codec.http.HttpResponseEncoder;
+import io.netty.handler.ssl.SslContext;
+import io.netty.handler.ssl.SslContextBuilder;
 import io.netty.util.concurrent.DefaultThreadFactory;
 import java.net.InetSocketAddress;
 import java.util.concurrent.ExecutorService;
@@ -48,10 +50,24 @@ final class HttpFrontend implements Frontend {
     private @Nullable ExecutorService admin;
     private @Nullable Channel serverChannel;
     private volatile String endpoint = "";
+    private final ConnectionGuard.Limiter limiter;
+    private @Nullable RestHandler handler;
+    static final int MAX_HEADER_BYTES = 64 * 1024;
 
     HttpFrontend(InferenceService service, FrontendOptions options) {
         this.service = requireNonNull(service, "service is null");
         this.options = requireNonNull(options, "options is null");
+        this.limiter = new ConnectionGuard.Limiter(options.maxConnections());
+    }
+
+    /** Requests received and not yet answered. */
+    int inFlight() {
+        return inFlight.get();
+    }
+
+    /** Open connections, for tests. */
+    int openConnections() {
+        return limiter.open();
     }
 
     @Override
@@ -67,16 +83,27 @@ final class HttpFrontend implements Frontend {
             t.setDaemon(true);
             return t;
         });
-        RestHandler handler = new RestHandler(service, admin, inFlight, shm);
+        RestHandler handler = new RestHandler(service, admin, inFlight, shm, options.restricted());
+        this.handler = handler;
         try {
+            SslContext ssl = options.sslCert() == null ? null
+                    : SslContextBuilder.forServer(requireNonNull(options.sslCert()).toFile(), requireNonNull(options.sslKey()).toFile()).build();
             ServerBootstrap b = new ServerBootstrap().group(boss, workers).channel(NioServerSocketChannel.class)
                     .option(ChannelOption.SO_BACKLOG, 1024)
                     .childOption(ChannelOption.TCP_NODELAY, true)
                     .childHandler(new ChannelInitializer<SocketChannel>() {
                         @Override
                         protected void initChannel(SocketChannel ch) {
-                            ch.pipeline().addLast("codec", new HttpServerCodec())
+                            ConnectionGuard guard = new ConnectionGuard(limiter, options);
+                            ch.pipeline().addLast("connection", guard);
+                            if (ssl != null) {
+                                ch.pipeline().addLast("tls", ssl.newHandler(ch.alloc()));
+                            }
+                            ch.pipeline().addLast("decoder", new StrictRequestDecoder(MAX_HEADER_BYTES))
+                                    .addLast("encoder", new HttpResponseEncoder())
+                                    .addLast("framing", new FramingGuard(guard))
                                     .addLast("aggregator", new LimitedAggregator(options.maxBodyBytes()))
+                                    .addLast("order", new PipelineOrder(guard, options.maxPipelined()))
                                     .addLast("rest", handler);
                         }
                     });
@@ -86,8 +113,9 @@ final class HttpFrontend implements Frontend {
             throw e;
         }
         InetSocketAddress bound = (InetSocketAddress) requireNonNull(serverChannel).localAddress();
-        endpoint = "http://" + options.host() + ":" + bound.getPort();
-        log.info("http frontend serving at {} (max body {} bytes, {} event loops)", endpoint, options.maxBodyBytes(), options.threads());
+        endpoint = (options.sslCert() == null ? "http://" : "https://") + options.host() + ":" + bound.getPort();
+        log.info("http frontend serving at {} (max body {} bytes, {} event loops, at most {} connections, restricted apis {})", endpoint,
+                options.maxBodyBytes(), options.threads(), options.maxConnections(), options.restricted().table().keySet());
     }
 
     @Override
@@ -101,27 +129,28 @@ final class HttpFrontend implements Frontend {
         return c == null ? -1 : ((InetSocketAddress) c.localAddress()).getPort();
     }
 
+    /**
+     * Stops accepting at once; requests that arrive on open connections from now on are answered
+     * 503 and their connections closed; requests still open after {@code drain_timeout_ms} are
+     * answered 503 (event streams already under way are ended); then the threads stop.
+     */
     @Override
     public void close() {
         State previous = state.getAndSet(State.CLOSED);
         if (previous == State.CLOSED) {
             return;
         }
+        RestHandler h = handler;
+        if (h != null) {
+            h.drain();
+        }
         Channel c = serverChannel;
         if (c != null) {
             c.close().syncUninterruptibly();
         }
-        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(options.drainMillis());
-        while (inFlight.get() > 0 && System.nanoTime() < deadline) {
-            try {
-                Thread.sleep(5);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                break;
-            }
-        }
-        if (inFlight.get() > 0) {
-            log.warn("http frontend closing with {} request(s) still in flight", inFlight.get());
+        if (h != null && !h.awaitIdle(options.drainMillis())) {
+            int n = h.failOpen("the server is shutting down and the request did not finish within the exit timeout");
+            log.warn("http frontend: {} request(s) still open after {} ms answered 503", n, options.drainMillis());
         }
         ExecutorService a = admin;
         if (a != null) {

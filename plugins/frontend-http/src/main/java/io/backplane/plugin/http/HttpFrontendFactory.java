@@ -8,7 +8,9 @@ import io.backplane.spi.host.FrontendFactory;
  * The {@code http} frontend: the Open Inference Protocol over REST. Options (all optional):
  * {@code host} (default {@code 0.0.0.0}), {@code port} (default 8000, 0 picks a free one),
  * {@code max_body_bytes} (default 64 MiB, larger bodies get 413), {@code threads} (event loops,
- * default available processors), {@code drain_timeout_ms} (default 5000).
+ * default available processors), {@code drain_timeout_ms} (default 5000); connection limits and
+ * timeouts, {@code restricted_api} and TLS ({@code ssl_cert}, {@code ssl_key}) as listed by
+ * {@code FrontendOptions} and docs/protocols.md.
  */
 public final class HttpFrontendFactory implements FrontendFactory {
     public static final String NAME = "http";

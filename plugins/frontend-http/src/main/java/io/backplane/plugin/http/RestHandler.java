@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import io.backplane.protocol.Extensions;
 import io.backplane.protocol.ModelVersions;
 import io.backplane.protocol.ProtocolErrors;
+import io.backplane.protocol.RestrictedApis;
 import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.ErrorCode;
@@ -47,9 +48,12 @@ import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.jspecify.annotations.Nullable;
@@ -71,12 +75,68 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
     private final ExecutorService admin;
     private final AtomicInteger inFlight;
     private final SystemSharedMemory shm;
+    private final RestrictedApis restricted;
+    private final Set<Reply> open = ConcurrentHashMap.newKeySet();
+    private final Object idle = new Object();
+    private volatile boolean draining;
 
-    RestHandler(InferenceService service, ExecutorService admin, AtomicInteger inFlight, SystemSharedMemory shm) {
+    RestHandler(InferenceService service, ExecutorService admin, AtomicInteger inFlight, SystemSharedMemory shm, RestrictedApis restricted) {
         this.service = service;
         this.shm = shm;
         this.admin = admin;
         this.inFlight = inFlight;
+        this.restricted = restricted;
+    }
+
+    /** From now on, new requests are answered 503 and their connections closed. */
+    void drain() {
+        draining = true;
+    }
+
+    /** Waits up to {@code millis} for every open request to be answered; whether none is open. */
+    boolean awaitIdle(long millis) {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+        synchronized (idle) {
+            while (!open.isEmpty()) {
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    return false;
+                }
+                try {
+                    TimeUnit.NANOSECONDS.timedWait(idle, left);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return open.isEmpty();
+                }
+            }
+            return true;
+        }
+    }
+
+    /** Answers every open request 503 (an event stream under way is ended and its connection closed); how many. */
+    int failOpen(String message) {
+        int n = 0;
+        for (Reply r : List.copyOf(open)) {
+            if (r.streaming) {
+                if (r.finishStream()) {
+                    r.ctx.writeAndFlush(LastHttpContent.EMPTY_LAST_CONTENT).addListener(ChannelFutureListener.CLOSE);
+                    n++;
+                }
+            } else if (r.sendClosing(Responses.error(HttpResponseStatus.SERVICE_UNAVAILABLE, message, false))) {
+                n++;
+            }
+        }
+        return n;
+    }
+
+    private void ended(Reply r) {
+        inFlight.decrementAndGet();
+        open.remove(r);
+        if (draining && open.isEmpty()) {
+            synchronized (idle) {
+                idle.notifyAll();
+            }
+        }
     }
 
     /** One request's single reply. */
@@ -84,11 +144,13 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         final ChannelHandlerContext ctx;
         final boolean keepAlive;
         private final AtomicBoolean done = new AtomicBoolean();
+        volatile boolean streaming;
 
         Reply(ChannelHandlerContext ctx, boolean keepAlive) {
             this.ctx = ctx;
             this.keepAlive = keepAlive;
             inFlight.incrementAndGet();
+            open.add(this);
         }
 
         void send(FullHttpResponse response) {
@@ -101,7 +163,18 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
             if (!keepAlive) {
                 f.addListener(ChannelFutureListener.CLOSE);
             }
-            inFlight.decrementAndGet();
+            ended(this);
+        }
+
+        /** Sends {@code response} and closes the connection, unless a reply was already sent. */
+        boolean sendClosing(FullHttpResponse response) {
+            if (!done.compareAndSet(false, true)) {
+                response.release();
+                return false;
+            }
+            ctx.writeAndFlush(response).addListener(ChannelFutureListener.CLOSE);
+            ended(this);
+            return true;
         }
 
         void fail(Throwable t) {
@@ -111,7 +184,7 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         /** Marks the reply done without a full response (an event stream ended). */
         boolean finishStream() {
             if (done.compareAndSet(false, true)) {
-                inFlight.decrementAndGet();
+                ended(this);
                 return true;
             }
             return false;
@@ -123,7 +196,11 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         boolean keepAlive = HttpUtil.isKeepAlive(req);
         Reply reply = new Reply(ctx, keepAlive);
         if (!req.decoderResult().isSuccess()) {
-            reply.send(Responses.error(HttpResponseStatus.BAD_REQUEST, "malformed HTTP request: " + req.decoderResult().cause(), false));
+            reply.sendClosing(Responses.error(HttpResponseStatus.BAD_REQUEST, "malformed HTTP request: " + req.decoderResult().cause(), false));
+            return;
+        }
+        if (draining) {
+            reply.sendClosing(Responses.error(HttpResponseStatus.SERVICE_UNAVAILABLE, "the server is shutting down; send the request to another replica", false));
             return;
         }
         try {
@@ -153,6 +230,13 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         int n = seg.size();
         if (n == 0 || !seg.get(0).equals("v2")) {
             throw notFound(path);
+        }
+        if (!restricted.isEmpty()) {
+            String refusal = restricted.refusal(RestrictedApis.restApi(seg.subList(1, n)), h -> req.headers().get(h));
+            if (refusal != null) {
+                reply.send(Responses.error(HttpResponseStatus.FORBIDDEN, refusal, reply.keepAlive));
+                return;
+            }
         }
         if (n == 1) {
             requireMethod(m, HttpMethod.GET, path);
@@ -453,6 +537,7 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
                 if (!reply.keepAlive) {
                     head.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
                 }
+                reply.streaming = true;
                 reply.ctx.write(head);
             }
         }

@@ -196,9 +196,10 @@ final class MetricsFrontend implements Frontend {
         }
     }
 
-    /** Both families in one Prometheus text body. */
+    /** Both families and the models' custom metrics in one Prometheus text body. */
     String scrape() {
         StringBuilder out = new StringBuilder(backplane ? registry.scrape() : "");
+        out.append(CustomMetricsText.render(service.customMetrics()));
         TritonMetrics t = triton;
         if (t != null) {
             t.render(out);

@@ -80,14 +80,23 @@ public final class EmbeddedHostApp {
     /** Runs the sample; every line of its report goes to {@code out}. */
     public static void run(Options options, Consumer<String> out) throws Exception {
         boolean withPlugin = options.plugins() != null && Files.isDirectory(options.plugins().resolve("textops"));
+        // a repository's add_sub (e.g. samples/models, Triton's Python example) replaces the one defined in code
+        boolean repositoryAddSub = options.repository() != null && Files.isRegularFile(options.repository().resolve("add_sub/config.pbtxt"));
         BackplaneHost.Builder builder = BackplaneHost.builder()
                 .modelControlMode(ModelControlMode.EXPLICIT)
                 .unloadTimeout(Duration.ofSeconds(5))
                 .backend(new CalcBackendFactory())
-                .model(CalcBackendFactory.addSub()).loadModel("add_sub")
                 .model(CalcBackendFactory.countdown()).loadModel("countdown");
+        if (!repositoryAddSub) {
+            builder.model(CalcBackendFactory.addSub()).loadModel("add_sub");
+        } else if (!options.load().contains("add_sub")) {
+            builder.loadModel("add_sub");
+        }
+        if (options.plugins() != null && Files.isDirectory(options.plugins())) {
+            builder.backendsDirectory(options.plugins());
+        }
         if (withPlugin) {
-            builder.backendsDirectory(options.plugins()).model(shout()).loadModel("shout");
+            builder.model(shout()).loadModel("shout");
         }
         if (options.repository() != null) {
             builder.modelRepository(options.repository());

@@ -8,12 +8,14 @@ before blocking on the socket.
 
 import asyncio
 import bisect
-import gc
+import collections
 import faulthandler
+import gc
 import json
 import mmap
 import os
 import queue
+import select
 import signal
 import socket
 import struct
@@ -21,10 +23,12 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 
 import numpy as np
 
 import triton_python_backend_utils as pb_utils
+import backplane_bls
 import backplane_execute
 
 # Frame types, host -> stub
@@ -194,7 +198,16 @@ class Runtime:
         self.prefix = prefix
         self.gen = gen
         self.spin_ns = spin_ns
-        self.send_lock = threading.Lock()
+        # Outgoing frames: any thread queues and tries a non-blocking send; what the socket
+        # cannot take now the writer thread sends when it becomes writable. No thread holds a
+        # lock across a blocking write, and the reader never waits to write (DESIGN P9).
+        self.out = collections.deque()
+        self.out_head = None
+        self.out_lock = threading.Lock()
+        self.out_ready = threading.Event()
+        # Response credits (one per decoupled response, returned by the host's ACK): a producer
+        # faster than the host waits here instead of filling the socket.
+        self.credits = threading.Semaphore(64)
         self.fence_lock = threading.Lock()
         self.wake = threading.Event()
         self.shutdown = False
@@ -208,15 +221,68 @@ class Runtime:
         self.model_name = ""
         self.decoupled = False
         self.ctl = None
+        self.bls = backplane_bls.Bls(self, WIRE_TO_NUMPY, NUMPY_TO_WIRE, WIRE_BYTES)
         self.loop = backplane_execute.EventLoop(self.log)
         self.dropped_senders = queue.SimpleQueue()
         self.left_open = False
 
     # ---- socket ----
     def send_frame(self, ftype, payload=b""):
-        data = _frame_head.pack(len(payload) + 1, ftype) + payload
-        with self.send_lock:
-            self.sock.sendall(data)
+        """Queues a frame and sends what the socket takes now; never blocks."""
+        self.out.append(_frame_head.pack(len(payload) + 1, ftype) + payload)
+        if not self.flush():
+            self.out_ready.set()
+
+    def flush(self):
+        """Sends queued frames without blocking; False when the socket is full."""
+        while self.out or self.out_head is not None:
+            if not self.out_lock.acquire(False):
+                return True  # the holder looks at the queue again after releasing
+            try:
+                full = self._drain()
+            finally:
+                self.out_lock.release()
+            if full:
+                return False
+        return True
+
+    def _drain(self):
+        while True:
+            buf = self.out_head
+            if buf is None:
+                if not self.out:
+                    return False
+                buf = memoryview(self.out.popleft())
+            try:
+                n = self.sock.send(buf)
+            except (BlockingIOError, InterruptedError):
+                n = 0
+            if n < len(buf):
+                self.out_head = buf[n:]
+                return True
+            self.out_head = None
+
+    def flush_before_exit(self, seconds=5.0):
+        """Sends what is queued (the last frames before the process exits), for at most `seconds`."""
+        deadline = time.monotonic() + seconds
+        try:
+            while not self.flush():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                select.select([], [self.sock], [], left)
+        except OSError:
+            pass
+
+    def writer_loop(self):
+        try:
+            while True:
+                self.out_ready.wait()
+                self.out_ready.clear()
+                while not self.flush():
+                    select.select([], [self.sock], [])
+        except OSError:
+            os._exit(3)  # the connection is gone: the host is gone or gave up on us
 
     def log(self, level, message):
         try:
@@ -299,7 +365,8 @@ class Runtime:
         w_str(out, message)
 
     def send_response(self, req, response, final):
-        """Called by InferenceResponseSender.send (any thread)."""
+        """Called by InferenceResponseSender.send (any thread); waits for a response credit."""
+        self.credits.acquire()
         out = bytearray()
         out += _u32.pack(self.gen)
         out += _u64.pack(req._exec_id)
@@ -313,6 +380,7 @@ class Runtime:
                 self.write_response(out, response, blocks)
             except Exception:
                 self.arena.release(blocks)
+                self.credits.release()
                 raise
         token = 0
         if blocks:
@@ -410,6 +478,7 @@ class Runtime:
         """Runs execute() and returns the result message (bytes) plus its blocks."""
         blocks = []
         ret, error = None, None
+        self.bls.active = [weakref.ref(r) for r in requests]  # weak: a dropped response sender must still be collected
         try:
             ret = self.model.execute(requests)
             if asyncio.iscoroutine(ret):
@@ -514,7 +583,10 @@ class Runtime:
         sock = self.sock
         while True:
             try:
+                select.select([sock], [], [])
                 data = sock.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                continue
             except OSError:
                 data = b""
             if not data:
@@ -532,30 +604,36 @@ class Runtime:
                     self.send_frame(F_PONG, payload)
                 elif ftype == F_ACK:
                     (token,) = _u64.unpack_from(payload, 0)
-                    with self.ack_lock:
-                        blocks = self.pending_acks.pop(token, None)
-                    if blocks:
-                        self.arena.release(blocks)
+                    if token:
+                        with self.ack_lock:
+                            blocks = self.pending_acks.pop(token, None)
+                        if blocks:
+                            self.arena.release(blocks)
+                    self.credits.release()
+                elif ftype in (backplane_bls.F_BLS_RESP, backplane_bls.F_METRIC_REPLY):
+                    self.bls.on_frame(ftype, payload)
                 elif ftype == F_FINALIZE:
                     self.shutdown = True
                     self.wake.set()
 
 
+def recv_exactly(sock, n):
+    data = b""
+    while len(data) < n:
+        select.select([sock], [], [])
+        try:
+            part = sock.recv(n - len(data))
+        except (BlockingIOError, InterruptedError):
+            continue
+        if not part:
+            raise ProtocolError("host closed the connection during start-up")
+        data += part
+    return data
+
+
 def recv_frame(sock):
-    head = b""
-    while len(head) < 5:
-        part = sock.recv(5 - len(head))
-        if not part:
-            raise ProtocolError("host closed the connection during start-up")
-        head += part
-    (n, ftype) = _frame_head.unpack(head)
-    payload = b""
-    while len(payload) < n - 1:
-        part = sock.recv(n - 1 - len(payload))
-        if not part:
-            raise ProtocolError("host closed the connection during start-up")
-        payload += part
-    return ftype, payload
+    (n, ftype) = _frame_head.unpack(recv_exactly(sock, 5))
+    return ftype, recv_exactly(sock, n - 1)
 
 
 def watch_parent():
@@ -633,10 +711,12 @@ def main():
     threading.Thread(target=watch_parent, name="backplane-parent-watch", daemon=True).start()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(opts["--socket"])
+    sock.setblocking(False)
     gen = int(opts["--gen"])
     token = os.environ.pop("BACKPLANE_STUB_TOKEN", "")
     rt = Runtime(sock, opts["--prefix"], gen, int(opts["--spin-us"]) * 1000, int(opts["--shm-max"]))
     pb_utils._runtime = rt
+    threading.Thread(target=rt.writer_loop, name="backplane-stub-writer", daemon=True).start()
     hello = bytearray(struct.pack("<II", gen, os.getpid()))
     w_str(hello, token)
     rt.send_frame(F_HELLO, bytes(hello))
@@ -646,11 +726,14 @@ def main():
     init = json.loads(payload.decode("utf-8"))
     rt.model_name = init["args"]["model_name"]
     rt.decoupled = bool(init["decoupled"])
+    rt.credits = threading.Semaphore(max(1, int(init.get("response_credits", 64))))
     mm0 = rt.host_chunk(0)
     rt.ctl = memoryview(rt.host_chunks[0][0]).cast("q")
     if rt.ctl[W_MAGIC] != MAGIC:
         raise ProtocolError("shared-memory control block has a bad magic number")
     del mm0
+    # The reader runs from here on: initialize() may already wait for host replies (custom metrics).
+    threading.Thread(target=rt.reader_loop, name="backplane-stub-reader", daemon=True).start()
     try:
         rt.model = load_model(init["model_file"], init["version_dir"])()
         if hasattr(rt.model, "initialize"):
@@ -658,16 +741,17 @@ def main():
     except BaseException as e:
         tb = traceback.format_exc()
         rt.send_frame(F_INIT_ERR, ("%s: %s\n%s" % (type(e).__name__, e, tb)).encode("utf-8", "replace"))
+        rt.flush_before_exit()
         sock.close()
         os._exit(1)
     rt.send_frame(F_INIT_OK)
-    threading.Thread(target=rt.reader_loop, name="backplane-stub-reader", daemon=True).start()
     threading.Thread(target=backplane_execute.end_dropped_senders, args=(rt,), name="backplane-stub-senders",
                      daemon=True).start()
     try:
         rt.main_loop()
     except BaseException:
         rt.log(pb_utils.LogLevel.ERROR, "python stub failed:\n" + traceback.format_exc())
+        rt.flush_before_exit()
         sys.stderr.flush()
         os._exit(5)
     try:
@@ -679,6 +763,7 @@ def main():
         rt.send_frame(F_FINALIZED)
     except OSError:
         pass
+    rt.flush_before_exit()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

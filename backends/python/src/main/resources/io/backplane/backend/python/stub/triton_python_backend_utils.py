@@ -294,7 +294,7 @@ class InferenceResponseSender:
 
 
 class InferenceRequest:
-    """A request given to execute(); constructing one yourself is BLS, which Backplane does not support yet."""
+    """A request given to execute(); one you construct yourself is a BLS call: exec() or async_exec() it."""
 
     def __init__(self, model_name=None, inputs=None, requested_output_names=None, request_id="", correlation_id=0,
                  flags=0, timeout=0, preferred_memory=None, trace=None, parameters=None, model_version=-1, **kwargs):
@@ -304,21 +304,25 @@ class InferenceRequest:
         self._request_id = request_id
         self._correlation_id = correlation_id
         self._parameters = parameters if isinstance(parameters, str) else json.dumps(parameters or {})
+        self._model_version = int(model_version)
+        self._timeout = int(timeout or 0)
+        self._flags = int(flags or 0)
         self._sender = None
         self._closed = False
         self._cancel = None
         self._index = -1
 
-    def _bls_error(self):
-        return TritonModelException(
-            "BLS (calling model '%s' from Python) is not supported by Backplane's python backend yet; "
-            "call that model from the host instead" % self._bls_model)
+    def exec(self, decoupled=False):
+        """BLS: runs this request on model ``model_name`` through the host and returns its response
+        (with ``decoupled=True``, an iterator of its responses)."""
+        import backplane_bls
+        return backplane_bls.request_exec(self, decoupled)
 
-    def exec(self, *args, **kwargs):
-        raise self._bls_error()
-
-    async def async_exec(self, *args, **kwargs):
-        raise self._bls_error()
+    def async_exec(self, decoupled=False):
+        """BLS from a coroutine: an awaitable of the response (with ``decoupled=True``, an async
+        iterator of the responses)."""
+        import backplane_bls
+        return backplane_bls.request_async_exec(self, decoupled)
 
     def inputs(self):
         return self._inputs
@@ -435,3 +439,9 @@ def using_decoupled_model_transaction_policy(model_config):
 
 from backplane_model_config import ModelConfig  # noqa: E402  (Triton exposes it as pb_utils.ModelConfig)
 
+# Custom metrics (Triton's pb_utils.MetricFamily); implemented next to BLS.
+from backplane_bls import Metric, MetricFamily  # noqa: E402
+
+COUNTER = MetricFamily.COUNTER
+GAUGE = MetricFamily.GAUGE
+HISTOGRAM = MetricFamily.HISTOGRAM

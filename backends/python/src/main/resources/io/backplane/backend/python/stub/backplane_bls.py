@@ -1,0 +1,470 @@
+"""Backplane python stub: BLS calls (pb_utils.InferenceRequest.exec/async_exec) and custom metrics.
+
+Both go to the host over the stub's control socket as small frames; tensors cross in the
+instance's shared-memory region: BLS inputs in the stub's chunks (the host copies them out and
+acknowledges), BLS outputs in the host's chunks (copied out here, then freed with HOST_FREE).
+A BLS call made while the stub executes requests is a child of one of them on the host: when
+that request ends, the host cancels the call and it ends here with a CANCELLED error.
+"""
+
+import collections
+import json
+import struct
+import threading
+
+import numpy as np
+
+import triton_python_backend_utils as pb_utils
+
+# Frames, host -> stub
+F_BLS_RESP, F_METRIC_REPLY = 6, 7
+# Frames, stub -> host
+F_BLS, F_BLS_CANCEL, F_METRIC, F_HOST_FREE = 28, 29, 30, 31
+
+# io.backplane.spi.ErrorCode ordinal -> pb_utils.TritonError code
+WIRE_TO_TRITON_ERROR = {0: 3, 1: 2, 2: 4, 3: 4, 4: 7, 5: 4, 6: 5, 7: 3, 8: 1}
+
+OP_FAMILY_NEW, OP_FAMILY_DEL, OP_METRIC_NEW, OP_METRIC_DEL, OP_INCREMENT, OP_SET, OP_OBSERVE, OP_VALUE = range(1, 9)
+KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM = 0, 1, 2
+
+_u16 = struct.Struct("<H")
+_u32 = struct.Struct("<I")
+_u64 = struct.Struct("<Q")
+_i64 = struct.Struct("<q")
+_f64 = struct.Struct("<d")
+_in_tail = struct.Struct("<IQQ")
+
+
+def _w_str(out, s):
+    b = s.encode("utf-8")
+    out += _u32.pack(len(b))
+    out += b
+
+
+class _Call:
+    """One BLS call: the responses received so far and whether the final one arrived."""
+    __slots__ = ("id", "queue", "cond", "done", "on_event")
+
+    def __init__(self, call_id):
+        self.id = call_id
+        self.queue = collections.deque()
+        self.cond = threading.Condition()
+        self.done = False
+        self.on_event = None  # async_exec: called (on the reader thread) after each event
+
+
+class Bls:
+    def __init__(self, rt, wire_to_numpy, numpy_to_wire, wire_bytes):
+        self.rt = rt
+        self.wire_to_numpy = wire_to_numpy
+        self.numpy_to_wire = numpy_to_wire
+        self.wire_bytes = wire_bytes
+        self.lock = threading.Lock()
+        self.next_id = 1
+        self.calls = {}
+        self.metric_waits = {}
+        self.pending_deletes = collections.deque()
+        self.active = []  # weak references to the requests of the execution in progress (set by the stub)
+
+    def _new_id(self):
+        with self.lock:
+            i = self.next_id
+            self.next_id += 1
+            return i
+
+    # ------------------------------------------------------------------ BLS
+
+    def _parent(self):
+        for ref in list(self.active):
+            req = ref()
+            if req is not None and not req._closed:
+                return req
+        raise pb_utils.TritonModelException(
+            "BLS: InferenceRequest.exec() is only possible while the model executes a request that is still open "
+            "(in execute() or before its final response); it cannot run in initialize() or finalize()")
+
+    def start(self, request, decoupled):
+        parent = self._parent()
+        call = _Call(self._new_id())
+        blocks = []
+        out = bytearray()
+        out += _u64.pack(call.id)
+        out += _u64.pack(parent._exec_id)
+        out += _u16.pack(parent._index)
+        out.append(1 if decoupled else 0)
+        _w_str(out, str(request._bls_model))
+        out += _i64.pack(int(request._model_version))
+        _w_str(out, str(request._request_id or ""))
+        cid = request._correlation_id
+        _w_str(out, "" if cid in (None, 0, "") else str(cid))
+        _w_str(out, request._parameters)
+        out += _u64.pack(max(0, int(request._timeout or 0)))
+        out += _u16.pack(len(request._requested))
+        for n in request._requested:
+            _w_str(out, n)
+        out += _u16.pack(len(request._inputs))
+        arena = self.rt.arena
+        try:
+            for t in request._inputs:
+                arr = t.as_numpy()
+                if arr.dtype == np.object_:
+                    code = self.wire_bytes
+                    data = pb_utils.serialize_byte_tensor(arr)
+                else:
+                    code = getattr(t, "_wire_code", None)
+                    if code is None:
+                        code = self.numpy_to_wire.get(arr.dtype)
+                    if code is None:
+                        raise pb_utils.TritonModelException("BLS input '%s': numpy dtype %s is not supported" % (t.name(), arr.dtype))
+                    data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+                n = data.shape[0]
+                _w_str(out, t.name())
+                out.append(code)
+                out.append(arr.ndim)
+                out += struct.pack("<%dq" % arr.ndim, *arr.shape)
+                if n:
+                    c, off, size = arena.alloc(n)
+                    arena.chunks[c][0][off:off + n] = data
+                    blocks.append((c, off, size))
+                    out += _in_tail.pack(c, off, n)
+                else:
+                    out += _in_tail.pack(0, 0, 0)
+        except BaseException:
+            arena.release(blocks)
+            raise
+        token = 0
+        if blocks:
+            # The host ACKs these input blocks with the same frame that returns a response credit, so
+            # take one here: every ACK then gives back exactly what was taken.
+            self.rt.credits.acquire()
+            with self.rt.ack_lock:
+                token = self.rt.next_token
+                self.rt.next_token += 1
+                self.rt.pending_acks[token] = blocks
+        out += _u64.pack(token)
+        with self.lock:
+            self.calls[call.id] = call
+        try:
+            self.rt.send_frame(F_BLS, bytes(out))
+        except BaseException:
+            with self.lock:
+                self.calls.pop(call.id, None)
+            raise
+        return call
+
+    def cancel(self, call):
+        if not call.done:
+            try:
+                self.rt.send_frame(F_BLS_CANCEL, _u64.pack(call.id))
+            except OSError:
+                pass
+
+    def _decode_response(self, buf, pos):
+        kind = buf[pos]
+        pos += 1
+        if kind == 1:
+            code = buf[pos]
+            pos += 1
+            (n,) = _u32.unpack_from(buf, pos)
+            pos += 4
+            msg = bytes(buf[pos:pos + n]).decode("utf-8")
+            pos += n
+            return pb_utils.InferenceResponse(error=pb_utils.TritonError(msg, WIRE_TO_TRITON_ERROR.get(code, 1))), pos
+        (count,) = _u16.unpack_from(buf, pos)
+        pos += 2
+        outs = []
+        for _ in range(count):
+            (n,) = _u32.unpack_from(buf, pos)
+            pos += 4
+            name = bytes(buf[pos:pos + n]).decode("utf-8")
+            pos += n
+            code = buf[pos]
+            ndim = buf[pos + 1]
+            pos += 2
+            shape = struct.unpack_from("<%dq" % ndim, buf, pos)
+            pos += 8 * ndim
+            chunk, off, nbytes = _in_tail.unpack_from(buf, pos)
+            pos += 20
+            raw = self.rt.host_slice(chunk, off, nbytes) if nbytes else np.empty([0], dtype=np.uint8)
+            if code == self.wire_bytes:
+                arr = pb_utils.deserialize_bytes_tensor(raw).reshape(shape)
+            else:
+                arr = raw.view(self.wire_to_numpy[code]).reshape(shape).copy()
+            t = pb_utils.Tensor.__new__(pb_utils.Tensor)
+            t._name = name
+            t._array = arr
+            t._bf16 = code == 10  # BF16 on the wire (io.backplane.spi.DataType ordinal): the bits, as the stub keeps them
+            outs.append(t)
+        (n,) = _u32.unpack_from(buf, pos)
+        pos += 4
+        params = bytes(buf[pos:pos + n]).decode("utf-8")
+        pos += n
+        return pb_utils.InferenceResponse(outs, parameters=params or "{}"), pos
+
+    def on_frame(self, ftype, payload):
+        """Reader thread: a BLS response or a metric reply."""
+        if ftype == F_METRIC_REPLY:
+            (cid,) = _u64.unpack_from(payload, 0)
+            with self.lock:
+                w = self.metric_waits.get(cid)
+            if w is not None:
+                w[1] = payload
+                w[0].set()
+            return
+        (cid,) = _u64.unpack_from(payload, 0)
+        final = payload[8] == 1
+        has = payload[9] == 1
+        pos = 10
+        resp = None
+        if has:
+            resp, pos = self._decode_response(payload, pos)
+        (token,) = _u64.unpack_from(payload, pos)
+        if token:
+            self.rt.send_frame(F_HOST_FREE, _u64.pack(token))
+        with self.lock:
+            call = self.calls.get(cid)
+            if final:
+                self.calls.pop(cid, None)
+        if call is None:
+            return
+        with call.cond:
+            if resp is not None:
+                call.queue.append(resp)
+            if final:
+                call.done = True
+            call.cond.notify_all()
+        cb = call.on_event
+        if cb is not None:
+            cb()
+
+    def fail_all(self, message):
+        with self.lock:
+            calls = list(self.calls.values())
+            self.calls.clear()
+            waits = list(self.metric_waits.values())
+        for call in calls:
+            with call.cond:
+                call.queue.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(message, pb_utils.TritonError.UNAVAILABLE)))
+                call.done = True
+                call.cond.notify_all()
+            if call.on_event is not None:
+                call.on_event()
+        for w in waits:
+            w[0].set()
+
+    # ---- the three ways to consume a call ----
+
+    @staticmethod
+    def next_response(call):
+        """Blocks for the next response; None once the call has ended."""
+        with call.cond:
+            while not call.queue and not call.done:
+                call.cond.wait()
+            if call.queue:
+                return call.queue.popleft()
+            return None
+
+    def single(self, call, model):
+        first = None
+        while True:
+            r = self.next_response(call)
+            if r is None:
+                break
+            if first is None:
+                first = r
+        if first is None:
+            return pb_utils.InferenceResponse(error=pb_utils.TritonError(
+                "BLS: model '%s' ended the request without a response; use exec(decoupled=True) for a decoupled model" % model,
+                pb_utils.TritonError.INTERNAL))
+        return first
+
+    def async_single(self, call, model):
+        import asyncio
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+
+        def check():
+            if not fut.done() and call.done:
+                fut.set_result(self.single(call, model))
+
+        def on_event():
+            loop.call_soon_threadsafe(check)
+
+        call.on_event = on_event
+        check()
+        return fut
+
+    def async_iterator(self, call):
+        import asyncio
+        loop = asyncio.get_running_loop()
+        queue = asyncio.Queue()
+
+        def on_event():
+            loop.call_soon_threadsafe(queue.put_nowait, True)
+
+        call.on_event = on_event
+
+        async def agen():
+            while True:
+                with call.cond:
+                    item = call.queue.popleft() if call.queue else None
+                    ended = call.done and item is None
+                if item is not None:
+                    yield item
+                elif ended:
+                    return
+                else:
+                    await queue.get()
+        return agen()
+
+    # ------------------------------------------------------------------ metrics
+
+    def metric_call(self, op, body):
+        self._flush_deletes()
+        cid = self._new_id()
+        w = [threading.Event(), None]
+        with self.lock:
+            self.metric_waits[cid] = w
+        try:
+            self.rt.send_frame(F_METRIC, _u64.pack(cid) + bytes([op]) + body)
+            w[0].wait()
+        finally:
+            with self.lock:
+                self.metric_waits.pop(cid, None)
+        reply = w[1]
+        if reply is None:
+            raise pb_utils.TritonModelException("custom metrics: the host connection was lost")
+        if reply[8] != 1:
+            (n,) = _u32.unpack_from(reply, 9)
+            raise pb_utils.TritonModelException(bytes(reply[13:13 + n]).decode("utf-8"))
+        (handle,) = _u64.unpack_from(reply, 9)
+        (value,) = _f64.unpack_from(reply, 17)
+        return handle, value
+
+    def metric_delete(self, op, handle):
+        # From __del__ (any thread, even inside a frame send): queue it; the next metric call sends it.
+        self.pending_deletes.append((op, handle))
+
+    def _flush_deletes(self):
+        while self.pending_deletes:
+            try:
+                op, handle = self.pending_deletes.popleft()
+            except IndexError:
+                return
+            self.rt.send_frame(F_METRIC, _u64.pack(0) + bytes([op]) + _u64.pack(handle))
+
+
+def _bls():
+    rt = pb_utils._runtime
+    if rt is None or getattr(rt, "bls", None) is None:
+        raise pb_utils.TritonModelException("BLS and custom metrics need the Backplane python stub")
+    return rt.bls
+
+
+class ResponseIterator:
+    """The responses of exec(decoupled=True), in order; ends after the final one."""
+
+    def __init__(self, call, bls):
+        self._call = call
+        self._bls = bls
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        r = self._bls.next_response(self._call)
+        if r is None:
+            raise StopIteration
+        return r
+
+    def cancel(self):
+        self._bls.cancel(self._call)
+
+
+def request_exec(request, decoupled=False):
+    bls = _bls()
+    call = bls.start(request, decoupled)
+    if decoupled:
+        return ResponseIterator(call, bls)
+    return bls.single(call, request._bls_model)
+
+
+def request_async_exec(request, decoupled=False):
+    bls = _bls()
+    call = bls.start(request, decoupled)
+    if decoupled:
+        return bls.async_iterator(call)
+    return bls.async_single(call, request._bls_model)
+
+
+class MetricFamily:
+    """A custom metric family, exported on the host's /metrics (Triton's pb_utils.MetricFamily)."""
+    COUNTER = KIND_COUNTER
+    GAUGE = KIND_GAUGE
+    HISTOGRAM = KIND_HISTOGRAM
+
+    def __init__(self, name, description, kind):
+        if kind not in (KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM):
+            raise pb_utils.TritonModelException("MetricFamily kind %r is unknown; use pb_utils.MetricFamily.COUNTER, GAUGE or HISTOGRAM"
+                                                % (kind,))
+        self._handle = None
+        body = bytearray()
+        _w_str(body, str(name))
+        _w_str(body, str(description))
+        body.append(kind)
+        self._handle, _ = _bls().metric_call(OP_FAMILY_NEW, bytes(body))
+        self._name = str(name)
+        self._kind = kind
+
+    def Metric(self, labels=None, buckets=None):
+        return Metric(self, labels, buckets)
+
+    def __del__(self):
+        h = getattr(self, "_handle", None)
+        if h is not None:
+            try:
+                _bls().metric_delete(OP_FAMILY_DEL, h)
+            except Exception:
+                pass
+
+
+class Metric:
+    """One labelled series of a MetricFamily."""
+
+    def __init__(self, family, labels=None, buckets=None):
+        if labels is None:
+            labels = {}
+        if not isinstance(labels, dict):
+            raise pb_utils.TritonModelException("Metric labels must be a dict of str to str")
+        self._handle = None
+        body = bytearray(_u64.pack(family._handle))
+        _w_str(body, json.dumps({str(k): str(v) for k, v in labels.items()}))
+        buckets = list(buckets or [])
+        body += _u16.pack(len(buckets))
+        for b in buckets:
+            body += _f64.pack(float(b))
+        self._family = family
+        self._handle, _ = _bls().metric_call(OP_METRIC_NEW, bytes(body))
+
+    def _op(self, op, value):
+        return _bls().metric_call(op, _u64.pack(self._handle) + _f64.pack(float(value)))[1]
+
+    def increment(self, value):
+        self._op(OP_INCREMENT, value)
+
+    def set(self, value):
+        self._op(OP_SET, value)
+
+    def observe(self, value):
+        self._op(OP_OBSERVE, value)
+
+    def value(self):
+        return _bls().metric_call(OP_VALUE, _u64.pack(self._handle))[1]
+
+    def __del__(self):
+        h = getattr(self, "_handle", None)
+        if h is not None:
+            try:
+                _bls().metric_delete(OP_METRIC_DEL, h)
+            except Exception:
+                pass

@@ -1,0 +1,37 @@
+package io.backplane.plugin.grpc;
+
+import io.backplane.protocol.RestrictedApis;
+import io.grpc.Metadata;
+import io.grpc.ServerCall;
+import io.grpc.ServerCallHandler;
+import io.grpc.ServerInterceptor;
+import io.grpc.Status;
+
+/**
+ * Refuses calls to restricted API groups that lack the group's header (Triton's
+ * {@code --grpc-restricted-protocol}): the call ends at once with UNAVAILABLE and a message naming
+ * the header, before the service sees it. The group of a method is {@link RestrictedApis#grpcApi}.
+ */
+final class RestrictedProtocol implements ServerInterceptor {
+    private final RestrictedApis restricted;
+
+    RestrictedProtocol(RestrictedApis restricted) {
+        this.restricted = restricted;
+    }
+
+    @Override
+    public <Q, R> ServerCall.Listener<Q> interceptCall(ServerCall<Q, R> call, Metadata headers, ServerCallHandler<Q, R> next) {
+        if (restricted.isEmpty()) {
+            return next.startCall(call, headers);
+        }
+        String method = call.getMethodDescriptor().getBareMethodName();
+        String refusal = restricted.refusal(RestrictedApis.grpcApi(method == null ? "" : method),
+                h -> headers.get(Metadata.Key.of(h, Metadata.ASCII_STRING_MARSHALLER)));
+        if (refusal == null) {
+            return next.startCall(call, headers);
+        }
+        call.close(Status.UNAVAILABLE.withDescription(refusal.replace("This API", "This protocol")), new Metadata());
+        return new ServerCall.Listener<>() {
+        };
+    }
+}

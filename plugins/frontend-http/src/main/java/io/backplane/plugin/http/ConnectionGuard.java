@@ -1,0 +1,237 @@
+package io.backplane.plugin.http;
+
+import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Connection hygiene for one REST connection: the first handler of its pipeline, it sees raw
+ * bytes, and {@link FramingGuard} and {@link PipelineOrder} tell it where each request stands.
+ *
+ * <p>Phases and their timers: <b>idle</b> (no request under way: closed after
+ * {@code idle_timeout_ms}); <b>headers</b> (bytes of a request arrived, its headers not yet
+ * complete: answered 408 and closed after {@code header_timeout_ms}, which ends slowloris
+ * connections); <b>body</b> (headers read, body not yet complete: 408 and close after
+ * {@code body_timeout_ms}); <b>busy</b> (a request is being served: no timer, the host's own
+ * deadlines apply). All of it runs on the connection's event loop.
+ *
+ * <p>The {@link Limiter} bounds the connections of one frontend: above {@code max_connections},
+ * a new connection evicts the connection that has been idle (or stuck in its headers) the
+ * longest, so a flood of idle connections cannot lock out a client that sends requests; when
+ * every connection is busy the new one is closed at once.
+ */
+final class ConnectionGuard extends ChannelInboundHandlerAdapter {
+    private static final Logger log = LoggerFactory.getLogger(ConnectionGuard.class);
+
+    private enum Phase { IDLE, HEADERS, BODY, BUSY }
+
+    /** The connections of one frontend, bounded. Thread-safe. */
+    static final class Limiter {
+        private final int max;
+        private final AtomicInteger count = new AtomicInteger();
+        private final Set<ConnectionGuard> open = ConcurrentHashMap.newKeySet();
+        private final AtomicInteger evicted = new AtomicInteger();
+        private final AtomicInteger refused = new AtomicInteger();
+
+        Limiter(int max) {
+            this.max = max;
+        }
+
+        boolean admit(ConnectionGuard g) {
+            open.add(g);
+            if (count.incrementAndGet() <= max) {
+                return true;
+            }
+            // event loops admit concurrently: a victim another loop took first is skipped, and the scan repeats
+            while (true) {
+                ConnectionGuard victim = null;
+                for (ConnectionGuard c : open) {
+                    if (c != g && c.evictable() && (victim == null || c.lastActivity < victim.lastActivity)) {
+                        victim = c;
+                    }
+                }
+                if (victim == null) {
+                    refused.incrementAndGet();
+                    return false;
+                }
+                if (victim.evict()) {
+                    evicted.incrementAndGet();
+                    return true;
+                }
+            }
+        }
+
+        void release(ConnectionGuard g) {
+            if (open.remove(g)) {
+                count.decrementAndGet();
+            }
+        }
+
+        int open() {
+            return count.get();
+        }
+
+        int evicted() {
+            return evicted.get();
+        }
+
+        int refused() {
+            return refused.get();
+        }
+    }
+
+    private final Limiter limiter;
+    private final FrontendOptions options;
+    private volatile Phase phase = Phase.IDLE;
+    private volatile long lastActivity = System.nanoTime();
+    private final AtomicBoolean evicting = new AtomicBoolean();
+    private volatile @Nullable ChannelHandlerContext ctx;
+    private @Nullable Future<?> timer;
+    private boolean partial;
+    private boolean broken;
+
+    ConnectionGuard(Limiter limiter, FrontendOptions options) {
+        this.limiter = limiter;
+        this.options = options;
+    }
+
+    @Override
+    public void channelActive(ChannelHandlerContext ctx) {
+        this.ctx = ctx;
+        if (!limiter.admit(this)) {
+            log.debug("http connection from {} refused: {} connections open (option max_connections) and none idle",
+                    ctx.channel().remoteAddress(), options.maxConnections());
+            ctx.close();
+            return;
+        }
+        enter(Phase.IDLE);
+        ctx.fireChannelActive();
+    }
+
+    @Override
+    public void channelInactive(ChannelHandlerContext ctx) {
+        cancelTimer();
+        limiter.release(this);
+        ctx.fireChannelInactive();
+    }
+
+    @Override
+    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+        lastActivity = System.nanoTime();
+        if (phase == Phase.IDLE) {
+            enter(Phase.HEADERS);
+        }
+        ctx.fireChannelRead(msg);
+    }
+
+    boolean evictable() {
+        Phase p = phase;
+        return !evicting.get() && (p == Phase.IDLE || p == Phase.HEADERS);
+    }
+
+    private boolean evict() {
+        ChannelHandlerContext c = ctx;
+        if (!evicting.compareAndSet(false, true)) {
+            return false;
+        }
+        if (c != null) {
+            c.channel().close();
+        }
+        return true;
+    }
+
+    /** A request's headers were decoded. */
+    void headersRead() {
+        partial = true;
+        if (phase != Phase.BUSY) {
+            enter(Phase.BODY);
+        }
+    }
+
+    /** A request's body ended; it goes to the {@link PipelineOrder}. */
+    void bodyRead() {
+        partial = false;
+        if (phase == Phase.BODY) {
+            enter(Phase.BUSY);
+        }
+    }
+
+    /** The pipeline handed a request to the handler. */
+    void requestStarted() {
+        enter(Phase.BUSY);
+    }
+
+    /** The reply to the current request was written to its end. */
+    void replied() {
+        lastActivity = System.nanoTime();
+        enter(partial ? Phase.BODY : Phase.IDLE);
+    }
+
+    /** The connection's framing failed; it closes after its 400. */
+    void framingFailed() {
+        broken = true;
+        enter(Phase.BUSY);
+    }
+
+    boolean isBroken() {
+        return broken;
+    }
+
+    private void enter(Phase p) {
+        cancelTimer();
+        phase = p;
+        ChannelHandlerContext c = ctx;
+        if (c == null) {
+            return;
+        }
+        long ms = switch (p) {
+            case IDLE -> options.idleTimeoutMillis();
+            case HEADERS -> options.headerTimeoutMillis();
+            case BODY -> options.bodyTimeoutMillis();
+            case BUSY -> 0;
+        };
+        if (ms > 0) {
+            timer = c.executor().schedule(() -> expire(p), ms, TimeUnit.MILLISECONDS);
+        }
+    }
+
+    private void cancelTimer() {
+        Future<?> t = timer;
+        if (t != null) {
+            t.cancel(false);
+            timer = null;
+        }
+    }
+
+    private void expire(Phase p) {
+        ChannelHandlerContext c = ctx;
+        if (c == null || phase != p || !c.channel().isActive()) {
+            return;
+        }
+        timer = null;
+        if (p == Phase.IDLE) {
+            log.debug("http connection {} idle for {} ms (option idle_timeout_ms): closed", c.channel().remoteAddress(), options.idleTimeoutMillis());
+            c.close();
+            return;
+        }
+        String what = p == Phase.HEADERS ? "request headers not complete within " + options.headerTimeoutMillis() + " ms (option header_timeout_ms)"
+                : "request body not complete within " + options.bodyTimeoutMillis() + " ms (option body_timeout_ms)";
+        log.debug("http connection {}: {}; closed", c.channel().remoteAddress(), what);
+        broken = true;
+        phase = Phase.BUSY;
+        c.channel().config().setAutoRead(false);
+        // no request of this connection is being served, so the 408 is the next reply in order
+        c.channel().writeAndFlush(Responses.error(HttpResponseStatus.REQUEST_TIMEOUT, what, false))
+                .addListener(ChannelFutureListener.CLOSE);
+    }
+}

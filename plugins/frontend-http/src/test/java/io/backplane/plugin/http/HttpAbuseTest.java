@@ -1,0 +1,300 @@
+package io.backplane.plugin.http;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.backplane.core.BackplaneHost;
+import io.backplane.core.ModelControlMode;
+import io.backplane.spi.DataType;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Issue 15's frontend problems against a real REST server on loopback, over raw sockets: bad
+ * framing (smuggling, unknown codings, no Host), pipelining, slowloris and idle floods, restricted
+ * APIs, and the bounded drain. Every request gets a status, the model stays ready, and the
+ * server's file descriptors and threads come back to where they were. Bounded in count and time.
+ */
+class HttpAbuseTest {
+    static final String INFER = "{\"inputs\":[{\"name\":\"IN0\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1.0]}]}";
+    static final Pattern STATUS = Pattern.compile("HTTP/1\\.1 (\\d{3}) ");
+
+    TestBackend backend;
+    BackplaneHost host;
+    HttpFrontend frontend;
+    int port;
+    long fdsBefore;
+    long threadsBefore;
+
+    void start(Map<String, String> extra) throws Exception {
+        backend = new TestBackend();
+        host = BackplaneHost.builder().backend(backend).modelControlMode(ModelControlMode.EXPLICIT).unloadTimeout(Duration.ofSeconds(5))
+                .model(TestBackend.identity("identity", DataType.FP32)).model(TestBackend.slow("slow"))
+                .loadModel("identity").loadModel("slow").build();
+        Map<String, String> options = new HashMap<>(Map.of("host", "127.0.0.1", "port", "0"));
+        options.putAll(extra);
+        frontend = (HttpFrontend) new HttpFrontendFactory().create(TestSupport.context(host, options));
+        frontend.start();
+        port = frontend.port();
+        // the baseline after one served request and one refused one: the JVM opens its jars lazily
+        assertEquals(200, status(exchange(post("/v2/models/identity/infer", INFER, "Connection: close\r\n"))));
+        assertEquals(400, status(exchange("GET / HTTP/1.1\r\n\r\n")));
+        fdsBefore = fds();
+        threadsBefore = backplaneThreadCount();
+    }
+
+    static long backplaneThreadCount() {
+        return TestSupport.backplaneThreads().size();
+    }
+
+    @AfterEach
+    void stop() throws Exception {
+        if (frontend != null) {
+            assertEquals(200, status(exchange("GET /v2/models/identity/ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")),
+                    "the model stays ready and a normal client is served");
+            long threadsServing = backplaneThreadCount();
+            assertTrue(threadsServing <= threadsBefore + 2, "threads while serving: before " + threadsBefore + ", after the test " + threadsServing);
+            frontend.close();
+            host.close();
+            TestSupport.assertPortClosed(port);
+            TestSupport.assertNoBackplaneThreads();
+            long fdsAfter = fds();
+            assertTrue(fdsAfter <= fdsBefore + 2, "file descriptors before " + fdsBefore + ", after " + fdsAfter);
+        }
+    }
+
+    static long fds() throws IOException {
+        try (var s = Files.list(Path.of("/proc/self/fd"))) {
+            return s.count();
+        }
+    }
+
+    Socket connect() throws IOException {
+        Socket s = new Socket();
+        s.connect(new InetSocketAddress("127.0.0.1", port), 10_000);
+        s.setSoTimeout(30_000);
+        return s;
+    }
+
+    /** Sends {@code raw}, reads until the server closes the connection. */
+    String exchange(String raw) throws IOException {
+        try (Socket s = connect()) {
+            s.getOutputStream().write(raw.getBytes(StandardCharsets.ISO_8859_1));
+            s.getOutputStream().flush();
+            return readToEnd(s.getInputStream());
+        }
+    }
+
+    static String readToEnd(InputStream in) throws IOException {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        byte[] buf = new byte[8192];
+        int n;
+        while ((n = in.read(buf)) >= 0) {
+            out.write(buf, 0, n);
+        }
+        return out.toString(StandardCharsets.ISO_8859_1);
+    }
+
+    static int status(String response) {
+        Matcher m = STATUS.matcher(response);
+        return m.find() ? Integer.parseInt(m.group(1)) : -1;
+    }
+
+    static List<Integer> statuses(String responses) {
+        List<Integer> out = new ArrayList<>();
+        Matcher m = STATUS.matcher(responses);
+        while (m.find()) {
+            out.add(Integer.parseInt(m.group(1)));
+        }
+        return out;
+    }
+
+    static String post(String path, String body, String extraHeaders) {
+        return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + extraHeaders + "Content-Length: "
+                + body.getBytes(StandardCharsets.UTF_8).length + "\r\n\r\n" + body;
+    }
+
+    @Test
+    void framing_contentLengthWithTransferEncoding_answers400AndCloses() throws Exception {
+        start(Map.of());
+        // Netty alone read this as chunked and served the smuggled GET as a second request
+        String smuggled = "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n";
+        String r = exchange("POST /v2/models/identity/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+                + smuggled);
+        assertEquals(List.of(400), statuses(r), r);
+        assertTrue(r.contains("Content-Length and Transfer-Encoding"), r);
+    }
+
+    @Test
+    void framing_unknownTransferCoding_answers400AndCloses() throws Exception {
+        start(Map.of());
+        String r = exchange("POST /v2/models/identity/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\n\r\n"
+                + "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n");
+        assertEquals(List.of(400), statuses(r), r);
+        assertTrue(r.contains("xchunked"), r);
+    }
+
+    @Test
+    void framing_http11WithoutHost_answers400AndCloses() throws Exception {
+        start(Map.of());
+        String r = exchange("GET /v2/health/live HTTP/1.1\r\n\r\nGET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n");
+        assertEquals(List.of(400), statuses(r), r);
+        assertTrue(r.contains("Host"), r);
+    }
+
+    @Test
+    void framing_malformedRequestLine_answers400AndCloses() throws Exception {
+        start(Map.of());
+        String r = exchange("GET /v2/health/live HTTP/1.1 extra\r\nHost: x\r\n\r\nGET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n");
+        assertEquals(400, status(r), r);
+        assertEquals(1, statuses(r).size(), r);
+    }
+
+    @Test
+    void pipelining_slowRequestThenFastOne_answeredInOrder() throws Exception {
+        start(Map.of());
+        backend.delayMillis = 300;
+        String r = exchange(post("/v2/models/slow/infer", INFER, "") + "GET /v2/models/nosuchmodel HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        assertEquals(List.of(200, 404), statuses(r), r);
+    }
+
+    @Test
+    void slowloris_partialHeaders_answered408AndClosedWhileOthersServed() throws Exception {
+        start(Map.of("header_timeout_ms", "300"));
+        List<Socket> slow = new ArrayList<>();
+        try {
+            for (int i = 0; i < 20; i++) {
+                Socket s = connect();
+                s.getOutputStream().write("GET /v2/health/live HTTP/1.1\r\nHost: x\r\nX-Slow: ".getBytes(StandardCharsets.US_ASCII));
+                s.getOutputStream().flush();
+                slow.add(s);
+            }
+            assertEquals(200, status(exchange("GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")));
+            for (Socket s : slow) {
+                String r = readToEnd(s.getInputStream());
+                assertEquals(408, status(r), r);
+                assertTrue(r.contains("header_timeout_ms"), r);
+            }
+        } finally {
+            for (Socket s : slow) {
+                s.close();
+            }
+        }
+    }
+
+    @Test
+    void idleFlood_overMaxConnections_evictsIdleAndServesNewClient() throws Exception {
+        start(Map.of("max_connections", "8"));
+        List<Socket> idle = new ArrayList<>();
+        try {
+            for (int i = 0; i < 40; i++) {
+                idle.add(connect());
+            }
+            // the new client's connection evicts the longest-idle one and is served
+            assertEquals(200, status(exchange("GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")));
+            int closed = 0;
+            for (Socket s : idle) {
+                s.setSoTimeout(2_000);
+                try {
+                    if (s.getInputStream().read() < 0) {
+                        closed++;
+                    }
+                } catch (SocketTimeoutException stillOpen) {
+                    // one of the connections kept under the limit
+                } catch (IOException reset) {
+                    closed++;
+                }
+            }
+            assertTrue(closed >= 40 - 8, "idle connections over the limit of 8 closed: " + closed + " of 40");
+        } finally {
+            for (Socket s : idle) {
+                s.close();
+            }
+        }
+    }
+
+    @Test
+    void idleTimeout_silentConnection_closedByServer() throws Exception {
+        start(Map.of("idle_timeout_ms", "200"));
+        try (Socket s = connect()) {
+            assertEquals(-1, s.getInputStream().read(), "the server closes a silent connection");
+        }
+    }
+
+    @Test
+    void bodyTimeout_bodyNeverCompletes_answered408() throws Exception {
+        start(Map.of("body_timeout_ms", "300"));
+        try (Socket s = connect()) {
+            s.getOutputStream().write("POST /v2/models/identity/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{".getBytes(StandardCharsets.US_ASCII));
+            String r = readToEnd(s.getInputStream());
+            assertEquals(408, status(r), r);
+            assertTrue(r.contains("body_timeout_ms"), r);
+        }
+    }
+
+    @Test
+    void restrictedApi_repositoryWithoutHeader_answered403NamingTheHeader() throws Exception {
+        start(Map.of("restricted_api", "model-repository,model-config:admin-key=s3cret"));
+        String refused = exchange(post("/v2/repository/models/identity/unload", "{}", "Connection: close\r\n"));
+        assertEquals(403, status(refused), refused);
+        assertTrue(refused.contains("This API is restricted, expecting header 'admin-key'"), refused);
+        String wrong = exchange("GET /v2/models/identity/config HTTP/1.1\r\nHost: x\r\nadmin-key: nope\r\nConnection: close\r\n\r\n");
+        assertEquals(403, status(wrong), wrong);
+        String allowed = exchange("GET /v2/models/identity/config HTTP/1.1\r\nHost: x\r\nAdmin-Key: s3cret\r\nConnection: close\r\n\r\n");
+        assertEquals(200, status(allowed), allowed);
+        String inference = exchange(post("/v2/models/identity/infer", "{\"inputs\":[{\"name\":\"IN0\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1.0]}]}",
+                "Connection: close\r\n"));
+        assertTrue(status(inference) != 403, "inference is not restricted: " + inference);
+    }
+
+    @Test
+    void restrictedApi_unknownGroup_rejectedNamingIt() {
+        var e = org.junit.jupiter.api.Assertions.assertThrows(RuntimeException.class,
+                () -> FrontendOptions.parse(Map.of("restricted_api", "model-control:k=v")));
+        assertTrue(e.getMessage().contains("model-control") && e.getMessage().contains("model-repository"), e.getMessage());
+    }
+
+    @Test
+    void drain_requestStillRunningAtDeadline_answered503() throws Exception {
+        start(Map.of("drain_timeout_ms", "100"));
+        backend.delayMillis = 3_000;
+        try (Socket s = connect()) {
+            s.getOutputStream().write(post("/v2/models/slow/infer", INFER, "").getBytes(StandardCharsets.UTF_8));
+            s.getOutputStream().flush();
+            awaitInFlight();
+            frontend.close();
+            String r = readToEnd(s.getInputStream());
+            assertEquals(503, status(r), r);
+            assertTrue(r.contains("shutting down"), r);
+        }
+        host.close();
+        frontend = null;
+        TestSupport.assertPortClosed(port);
+    }
+
+    private void awaitInFlight() throws InterruptedException {
+        // handshake: the frontend counts the request once the handler has it
+        long end = System.nanoTime() + 10_000_000_000L;
+        while (frontend.inFlight() == 0 && System.nanoTime() < end) {
+            Thread.sleep(5);
+        }
+        assertEquals(1, frontend.inFlight(), "the request reached the handler");
+    }
+}
