@@ -315,6 +315,11 @@ final class StubConnection {
                     throw Wire.protocol("start-up handshake carried a wrong token");
                 }
                 writeDirect(frame(Wire.F_INIT, initJson.getBytes(StandardCharsets.UTF_8)));
+                // From here on only the writer writes: initialize() may already wait for host replies (custom metrics).
+                Thread w = Thread.ofPlatform().daemon().name("backplane-python-writer-" + model + "-" + instance + "-g" + generation)
+                        .unstarted(this::writeLoop);
+                writer = w;
+                w.start();
                 ByteBuffer reply = readFrame(channel, (byte) 0);
                 byte type = reply.get();
                 while (type == Wire.F_LOG || type == Wire.F_METRIC) { // initialize() may log and create metrics
@@ -345,11 +350,7 @@ final class StubConnection {
         Thread r = Thread.ofPlatform().daemon().name("backplane-python-reader-" + model + "-" + instance + "-g" + generation)
                 .unstarted(this::readLoop);
         reader = r;
-        Thread w = Thread.ofPlatform().daemon().name("backplane-python-writer-" + model + "-" + instance + "-g" + generation)
-                .unstarted(this::writeLoop);
-        writer = w;
         r.start();
-        w.start();
         Process p = process;
         if (p != null) {
             p.onExit().thenRun(this::onProcessExit);
@@ -394,6 +395,15 @@ final class StubConnection {
             }
         }
         closeQuietly(channel);
+        Thread w = writer;
+        if (w != null) {
+            w.interrupt();
+            try {
+                w.join(5000);
+            } catch (InterruptedException ie) {
+                Thread.currentThread().interrupt();
+            }
+        }
         joinPumps();
         if (region != null) {
             region.close();

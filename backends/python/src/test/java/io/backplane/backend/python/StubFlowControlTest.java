@@ -9,6 +9,7 @@ import io.backplane.spi.DataType;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.Tensor;
+import io.backplane.testkit.Reply;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -31,12 +32,12 @@ class StubFlowControlTest {
 
     @BeforeAll
     static void python() throws Exception {
-        Fakes.requirePython();
+        Harness.requirePython();
     }
 
     @AfterEach
     void clean() throws Exception {
-        Fakes.assertClean();
+        Harness.assertClean();
     }
 
     @Test
@@ -62,16 +63,17 @@ class StubFlowControlTest {
             InferenceRequest req = InferenceRequest.builder("flood").id("flood")
                     .input(Tensor.ofInts("IN", new long[] {1}, RESPONSES))
                     .input(Tensor.ofRaw("DATA", DataType.UINT8, new long[] {DATA_BYTES}, new byte[DATA_BYTES])).build();
-            Fakes.Sender s = h.run(req).get(0).sender;
+            Reply s = h.send(req);
             InferenceResponse last = s.await();
             stop.set(true);
             assertNull(last.error(), () -> "the flood ended with an error: " + last.error());
-            assertEquals(RESPONSES, s.responses.size());
+            List<InferenceResponse> got = s.responses();
+            assertEquals(RESPONSES, got.size());
             for (int i = 0; i < RESPONSES; i += 997) {
-                assertArrayEquals(new int[] {i, DATA_BYTES}, s.responses.get(i).output("OUT").toIntArray());
+                assertArrayEquals(new int[] {i, DATA_BYTES}, got.get(i).output("OUT").toIntArray());
             }
             assertEquals(1, h.stub().generation(), "the stub was restarted during the flood");
-            assertTrue(h.instance.isReady());
+            assertTrue(h.instance().isReady());
         } finally {
             stop.set(true);
             for (Thread t : burners) {
