@@ -1,13 +1,22 @@
 package io.backplane.plugin.http;
 
-import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.handler.codec.http.HttpMessage;
 import io.netty.handler.codec.http.HttpObjectAggregator;
 import io.netty.handler.codec.http.HttpResponseStatus;
+import io.netty.channel.socket.DuplexChannel;
+import java.util.concurrent.TimeUnit;
 
-/** Aggregates request bodies up to the limit; a larger body is answered 413 with a JSON error and the connection closed. */
+/**
+ * Aggregates request bodies up to the limit; a larger body is answered 413 with a JSON error and the
+ * connection closed. The close is a half-close first: the client still uploading would otherwise get
+ * a reset that can destroy the 413 before it reads it, so the server stops writing (the client sees
+ * the whole answer, then end of stream), goes on reading and dropping the rest of the upload, and
+ * closes for good when the client does or after {@link #LINGER_SECONDS}.
+ */
 final class LimitedAggregator extends HttpObjectAggregator {
+    static final int LINGER_SECONDS = 5;
+
     private final int limit;
 
     LimitedAggregator(int limit) {
@@ -18,7 +27,13 @@ final class LimitedAggregator extends HttpObjectAggregator {
     @Override
     protected void handleOversizedMessage(ChannelHandlerContext ctx, HttpMessage oversized) {
         String msg = "request body exceeds the limit of " + limit + " bytes (option max_body_bytes)";
-        ctx.writeAndFlush(Responses.error(HttpResponseStatus.REQUEST_ENTITY_TOO_LARGE, msg, false))
-                .addListener(ChannelFutureListener.CLOSE);
+        ctx.writeAndFlush(Responses.error(HttpResponseStatus.REQUEST_ENTITY_TOO_LARGE, msg, false)).addListener(f -> {
+            if (f.isSuccess() && ctx.channel() instanceof DuplexChannel d && d.isActive()) {
+                d.shutdownOutput();
+                ctx.executor().schedule(() -> ctx.close(), LINGER_SECONDS, TimeUnit.SECONDS);
+            } else {
+                ctx.close();
+            }
+        });
     }
 }

@@ -116,14 +116,26 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
     /** Answers every open request 503 (an event stream under way is ended and its connection closed); how many. */
     int failOpen(String message) {
         int n = 0;
+        List<io.netty.channel.ChannelFuture> closing = new java.util.ArrayList<>();
         for (Reply r : List.copyOf(open)) {
             if (r.streaming) {
                 if (r.finishStream()) {
                     r.ctx.writeAndFlush(LastHttpContent.EMPTY_LAST_CONTENT).addListener(ChannelFutureListener.CLOSE);
+                    closing.add(r.ctx.channel().closeFuture());
                     n++;
                 }
             } else if (r.sendClosing(Responses.error(HttpResponseStatus.SERVICE_UNAVAILABLE, message, false))) {
+                closing.add(r.ctx.channel().closeFuture());
                 n++;
+            }
+        }
+        // The answers are written on the event loops: wait (bounded) until they are flushed and their
+        // connections closed, so that stopping the event loops next cannot drop them unwritten.
+        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(2);
+        for (io.netty.channel.ChannelFuture f : closing) {
+            long left = deadline - System.nanoTime();
+            if (left <= 0 || !f.awaitUninterruptibly(java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(left) + 1)) {
+                break;
             }
         }
         return n;
