@@ -8,6 +8,7 @@ import io.backplane.core.batch.DynamicBatcherFactory;
 import io.backplane.core.batch.NoneBatcherFactory;
 import io.backplane.core.internal.CoreModule;
 import io.backplane.core.internal.HostOptions;
+import io.backplane.core.internal.MemoryBudget;
 import io.backplane.core.internal.HostRuntime;
 import io.backplane.core.internal.ResponseSink;
 import io.backplane.core.internal.Spin;
@@ -25,6 +26,7 @@ import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.host.FrontendFactory;
 import io.backplane.spi.host.HostListener;
 import io.backplane.spi.host.InferenceService;
+import io.backplane.spi.host.MemoryReservation;
 import io.backplane.spi.host.ModelMetadata;
 import io.backplane.spi.host.ModelState;
 import io.backplane.spi.host.ModelStatistics;
@@ -269,6 +271,21 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         return runtime.context().customMetrics().snapshot();
     }
 
+    /**
+     * Reserves bytes of the host's memory budget (O1): frontends call it before they read a body.
+     * Embedded callers already hold their tensors, so {@link #infer} and {@link #stream} take
+     * nothing from it; the default queue bound limits what they can queue.
+     */
+    @Override
+    public MemoryReservation reserveMemory(long bytes, String what) {
+        return runtime.context().memory().reserve(bytes, what);
+    }
+
+    @Override
+    public MemoryReservation.Usage memoryUsage() {
+        return runtime.context().memory().usage();
+    }
+
     @Override
     public boolean modelControlEnabled() {
         return runtime.options().controlMode() == ModelControlMode.EXPLICIT;
@@ -449,6 +466,10 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         private final List<HostListener> listeners = new ArrayList<>();
         private @Nullable ClassLoader classLoader;
         private boolean callerRuns;
+        private long memoryBudget;
+        private int defaultMaxQueueSize = HostOptions.Limits.DEFAULT_MAX_QUEUE_SIZE;
+        private int maxInstancesPerModel = HostOptions.Limits.DEFAULT_MAX_INSTANCES_PER_MODEL;
+        private int maxInstancesPerHost = HostOptions.Limits.DEFAULT_MAX_INSTANCES_PER_HOST;
 
         private Builder() {
         }
@@ -555,6 +576,50 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
             return this;
         }
 
+        /**
+         * The host-wide budget of bytes that requests arriving through frontends may hold at once,
+         * from before their bodies are read until their responses are sent (O1). Default: a quarter
+         * of the smaller of the heap limit and the direct-memory limit.
+         */
+        public Builder memoryBudget(long bytes) {
+            if (bytes <= 0) {
+                throw new IllegalArgumentException("memoryBudget " + bytes + " must be positive");
+            }
+            memoryBudget = bytes;
+            return this;
+        }
+
+        /**
+         * How many requests a model version may queue when its config sets no
+         * {@code max_queue_size}; above it requests are refused at once (RESOURCE_EXHAUSTED).
+         * Default 1024; 0: unbounded.
+         */
+        public Builder defaultMaxQueueSize(int requests) {
+            if (requests < 0) {
+                throw new IllegalArgumentException("defaultMaxQueueSize " + requests + " is negative");
+            }
+            defaultMaxQueueSize = requests;
+            return this;
+        }
+
+        /** The most instances one model version may ask for (default 64); a config above it fails to load. */
+        public Builder maxInstancesPerModel(int instances) {
+            if (instances <= 0) {
+                throw new IllegalArgumentException("maxInstancesPerModel " + instances + " must be positive");
+            }
+            maxInstancesPerModel = instances;
+            return this;
+        }
+
+        /** The most instances every loaded version together may have (default 256); a load above it fails. */
+        public Builder maxInstancesPerHost(int instances) {
+            if (instances <= 0) {
+                throw new IllegalArgumentException("maxInstancesPerHost " + instances + " must be positive");
+            }
+            maxInstancesPerHost = instances;
+            return this;
+        }
+
         private static Duration positive(Duration d, String what) {
             requireNonNull(d, what + " is null");
             if (d.isNegative() || d.isZero()) {
@@ -579,7 +644,9 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
             allBatchers.add(new DynamicBatcherFactory());
             ClassLoader loader = classLoader != null ? classLoader : BackplaneHost.class.getClassLoader();
             HostOptions options = new HostOptions(repositories, backendsDirectories, mode, initialModels, pollInterval, unloadTimeout,
-                    restartBackoffMin, restartBackoffMax, backendOptions, backends, allBatchers, codeModels, ticker, listeners, loader, callerRuns);
+                    restartBackoffMin, restartBackoffMax, backendOptions, backends, allBatchers, codeModels, ticker, listeners, loader, callerRuns,
+                    new HostOptions.Limits(memoryBudget > 0 ? memoryBudget : MemoryBudget.defaultLimit(), defaultMaxQueueSize, maxInstancesPerModel,
+                            maxInstancesPerHost));
             Path work;
             try {
                 work = Files.createTempDirectory("backplane-");

@@ -49,6 +49,8 @@ final class Admission implements RequestState.Hold {
     // set once by open(), before the state becomes READY; read only after admit saw READY
     private @Nullable BatchGuard queue;
     private List<InstanceSlot> inline = List.of();
+    /** The host's default queue bound, when the config sets no max_queue_size of its own (0: none). */
+    private final int defaultQueueBound;
 
     Admission(String name, long version, ModelConfig config, HostContext host, @Nullable ResponseOrder order) {
         this.name = requireNonNull(name, "name is null");
@@ -56,6 +58,23 @@ final class Admission implements RequestState.Hold {
         this.config = requireNonNull(config, "config is null");
         this.host = requireNonNull(host, "host is null");
         this.origin = new RequestState.Origin(name, version, config, this, order, host);
+        this.defaultQueueBound = setsQueueSize(config) ? 0 : host.limits().defaultMaxQueueSize();
+    }
+
+    private static boolean setsQueueSize(ModelConfig config) {
+        var db = config.dynamicBatching();
+        if (db == null) {
+            return false;
+        }
+        if (db.defaultQueuePolicy().maxQueueSize() > 0) {
+            return true;
+        }
+        for (var p : db.priorityQueuePolicy().values()) {
+            if (p.maxQueueSize() > 0) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** What every request of this version carries: the version's facts and this hold. */
@@ -111,8 +130,16 @@ final class Admission implements RequestState.Hold {
             throw new BackplaneException(ErrorCode.UNAVAILABLE, "model '" + name + "' version " + version + " is "
                     + (s == ModelState.UNLOADING ? "unloading" : "not available") + "; retry once it is loaded");
         }
-        host.listener().requestAccepted(name, version);
         BatchGuard q = requireNonNull(queue, "queue");
+        int bound = defaultQueueBound;
+        if (bound > 0 && q.queued() >= bound) {
+            open.remove(r.id());
+            throw new BackplaneException(ErrorCode.RESOURCE_EXHAUSTED, "the queue of model '" + name + "' is full (" + bound
+                    + " requests wait: the host's default queue bound, as its config sets no max_queue_size); retry later, or set "
+                    + "dynamic_batching { default_queue_policy { max_queue_size: N } } in its config or the host's default "
+                    + "(embedded builder defaultMaxQueueSize, backplane serve --default-max-queue-size; 0: unbounded)");
+        }
+        host.listener().requestAccepted(name, version);
         // A child (BLS) never runs on its caller's thread: that is often a backend's I/O thread.
         if (!inline.isEmpty() && !(sink instanceof ChildRequests.Link) && q.isIdle()) {
             for (InstanceSlot slot : inline) {

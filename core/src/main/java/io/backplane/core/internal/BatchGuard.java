@@ -72,6 +72,16 @@ final class BatchGuard implements InstanceSlot.BatchSource {
         }
     }
 
+    /** Requests waiting in the batcher's queue; 0 when the batcher cannot tell. */
+    int queued() {
+        try {
+            return batcher.queued();
+        } catch (Throwable t) {
+            log.warn("the batcher of model '{}' failed to count its queue", model(), t);
+            return 0;
+        }
+    }
+
     /** A queued request was withdrawn by the core (cancel): tell the batcher. */
     void cancelled(RequestState r) {
         try {

@@ -35,9 +35,12 @@ public final class HostContext {
     private final boolean callerRuns;
     private final CustomMetrics customMetrics = new CustomMetrics();
     private volatile @org.jspecify.annotations.Nullable ModelRegistry registry;
+    private final HostOptions.Limits limits;
+    private final MemoryBudget memory;
+    private final java.util.concurrent.atomic.AtomicInteger instances = new java.util.concurrent.atomic.AtomicInteger();
 
     public HostContext(Ticker ticker, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax, List<HostListener> initial,
-            boolean callerRuns) {
+            boolean callerRuns, HostOptions.Limits limits) {
         this.ticker = requireNonNull(ticker, "ticker is null");
         this.unloadTimeout = requireNonNull(unloadTimeout, "unloadTimeout is null");
         this.restartBackoffMin = requireNonNull(restartBackoffMin, "restartBackoffMin is null");
@@ -45,6 +48,48 @@ public final class HostContext {
         this.listeners = new Listeners(initial);
         this.listeners.add(statistics);
         this.callerRuns = callerRuns;
+        this.limits = requireNonNull(limits, "limits is null");
+        this.memory = new MemoryBudget(limits.memoryBudgetBytes());
+    }
+
+    /** The host's bounds. */
+    public HostOptions.Limits limits() {
+        return limits;
+    }
+
+    /** The host-wide memory budget of requests (O1). */
+    public MemoryBudget memory() {
+        return memory;
+    }
+
+    /**
+     * Takes {@code count} instances of the per-model and per-host caps for a version of {@code model}
+     * about to load (O2); {@link #releaseInstances} gives them back when it unloads or fails.
+     *
+     * @throws io.backplane.spi.BackplaneException INVALID_ARGUMENT above the per-model cap,
+     *     RESOURCE_EXHAUSTED when the host has no room left
+     */
+    void reserveInstances(String model, int count) {
+        if (count > limits.maxInstancesPerModel()) {
+            throw io.backplane.spi.BackplaneException.invalid("model '" + model + "' asks for " + count + " instances (instance_group count), over the limit of "
+                    + limits.maxInstancesPerModel() + " per model; lower the count, or raise the limit (embedded builder maxInstancesPerModel, "
+                    + "backplane serve --max-instances-per-model)");
+        }
+        while (true) {
+            int now = instances.get();
+            if (count > limits.maxInstancesPerHost() - now) {
+                throw new io.backplane.spi.BackplaneException(io.backplane.spi.ErrorCode.RESOURCE_EXHAUSTED, "model '" + model + "' asks for " + count
+                        + " instances but the host runs " + now + " of its limit of " + limits.maxInstancesPerHost() + "; unload a model, lower the "
+                        + "count, or raise the limit (embedded builder maxInstancesPerHost, backplane serve --max-instances-per-host)");
+            }
+            if (instances.compareAndSet(now, now + count)) {
+                return;
+            }
+        }
+    }
+
+    void releaseInstances(int count) {
+        instances.addAndGet(-count);
     }
 
     /** The host-wide custom metric families (ModelContext.metrics()). */

@@ -50,6 +50,8 @@ final class ModelVersion {
     private final ChildRequests.SelfCalls selfCalls = new ChildRequests.SelfCalls();
     /** The custom metrics handed out through {@link VersionContext#metrics()}; closed when the version goes. */
     private final CustomMetrics.Scope metrics;
+    /** Instances taken from the host's caps; given back once when the version ends. */
+    private int reservedInstances;
 
     private ModelVersion(VersionContext context, CustomMetrics.Scope metrics, HostContext host) {
         this.context = context;
@@ -90,6 +92,8 @@ final class ModelVersion {
         List<InstanceSlot> callerRuns = List.of();
         try {
             List<Placement.Spec> placed = Placement.of(name, config);
+            host.reserveInstances(name, placed.size());
+            v.reservedInstances = placed.size();
             Model m = requireNonNull(backend.loadModel(v.context), "backend '" + backendContext.backendName() + "' returned a null model");
             v.model = m;
             Batcher batcher = requireNonNull(batcherFactory.create(new BatcherScope(config, version, placed.size(), host.ticker(), v.admission.origin())),
@@ -114,6 +118,12 @@ final class ModelVersion {
         return v;
     }
 
+    private void releaseInstances() {
+        int n = reservedInstances;
+        reservedInstances = 0;
+        host.releaseInstances(n);
+    }
+
     private void abortLoad(Throwable cause) {
         admission.closed();
         metrics.close();
@@ -134,6 +144,7 @@ final class ModelVersion {
         if (m != null) {
             Bounded.run("model-close-" + name() + "-v" + version(), limit, m::close);
         }
+        releaseInstances();
     }
 
     public String name() {
@@ -248,6 +259,7 @@ final class ModelVersion {
         Model m = requireNonNull(model, "model");
         Bounded.run("model-close-" + name + "-v" + version, grace, m::close);
         metrics.close();
+        releaseInstances();
         admission.closed();
         unavailableReason = "unloaded";
         log.info("unloaded model '{}' version {}", name, version);

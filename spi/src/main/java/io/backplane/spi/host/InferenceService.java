@@ -70,6 +70,26 @@ public interface InferenceService {
         return List.of();
     }
 
+    /**
+     * Reserves {@code bytes} of the host-wide memory budget for a request whose body is about to be
+     * read (O1). Frontends call it before they read a body into memory and close the reservation
+     * once the response is sent; a refused request is answered at once, its body never read.
+     *
+     * @param bytes the body's size as announced (0 when unknown: grow the reservation as it arrives)
+     * @param what the request, for the error message (e.g. {@code "POST /v2/models/m/infer"})
+     * @return the reservation; never null
+     * @throws io.backplane.spi.BackplaneException RESOURCE_EXHAUSTED when the budget cannot hold
+     *     {@code bytes} now; the message names the request, the budget and what is held
+     */
+    default MemoryReservation reserveMemory(long bytes, String what) {
+        return MemoryReservation.unlimited();
+    }
+
+    /** The memory budget's limit, what is held and how many requests it refused (for metrics). */
+    default MemoryReservation.Usage memoryUsage() {
+        return MemoryReservation.Usage.NONE;
+    }
+
     /** Backplane's version string. */
     String version();
 

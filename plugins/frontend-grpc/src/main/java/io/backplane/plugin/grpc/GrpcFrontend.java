@@ -12,7 +12,6 @@ import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
 import io.grpc.netty.shaded.io.netty.channel.EventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.nio.NioIoHandler;
-import io.grpc.netty.shaded.io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.grpc.netty.shaded.io.netty.util.concurrent.DefaultThreadFactory;
 import java.io.IOException;
 import java.net.InetSocketAddress;
@@ -47,6 +46,8 @@ final class GrpcFrontend implements Frontend {
     private @Nullable EventLoopGroup workers;
     private @Nullable ExecutorService admin;
     private volatile String endpoint = "";
+    /** Connections open now ({@link CappedServerChannel}). */
+    private final AtomicInteger connections = new AtomicInteger();
 
     GrpcFrontend(InferenceService service, GrpcOptions options) {
         this.service = requireNonNull(service, "service is null");
@@ -83,7 +84,8 @@ final class GrpcFrontend implements Frontend {
                     .permitKeepAliveWithoutCalls(options.permitKeepaliveWithoutCalls())
                     .handshakeTimeout(options.handshakeTimeoutMillis(), TimeUnit.MILLISECONDS)
                     .intercept(new RestrictedProtocol(options.restricted()))
-                    .bossEventLoopGroup(boss).workerEventLoopGroup(workers).channelType(NioServerSocketChannel.class)
+                    .bossEventLoopGroup(boss).workerEventLoopGroup(workers)
+                    .channelFactory(() -> new CappedServerChannel(connections, options.maxConnections()))
                     .directExecutor()
                     .maxInboundMessageSize(options.maxMessageBytes())
                     .addService(new GrpcInferenceService(service, admin, shm))
@@ -93,7 +95,8 @@ final class GrpcFrontend implements Frontend {
             throw e;
         }
         endpoint = (options.sslCert() == null ? "grpc://" : "grpcs://") + options.host() + ":" + requireNonNull(server).getPort();
-        log.info("grpc frontend serving at {} (max message {} bytes, {} event loops)", endpoint, options.maxMessageBytes(), options.threads());
+        log.info("grpc frontend serving at {} (max message {} bytes, {} event loops, at most {} connections)", endpoint, options.maxMessageBytes(),
+                options.threads(), options.maxConnections());
     }
 
     private static ServerCredentials credentials(GrpcOptions o) throws IOException {
@@ -112,6 +115,11 @@ final class GrpcFrontend implements Frontend {
     @Override
     public String endpoint() {
         return endpoint;
+    }
+
+    /** Open connections, for tests. */
+    int openConnections() {
+        return connections.get();
     }
 
     int port() {

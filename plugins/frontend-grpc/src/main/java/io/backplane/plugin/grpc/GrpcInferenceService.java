@@ -50,12 +50,14 @@ import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.host.InferenceService;
+import io.backplane.spi.host.MemoryReservation;
 import io.backplane.spi.host.ModelMetadata;
 import io.backplane.spi.host.ModelState;
 import io.backplane.spi.host.ModelStatistics;
 import io.backplane.spi.host.ModelStatus;
 import io.backplane.spi.host.RequestHandle;
 import io.backplane.spi.host.ResponseObserver;
+import org.jspecify.annotations.Nullable;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.stub.ServerCallStreamObserver;
@@ -187,19 +189,29 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
     public void modelInfer(ModelInferRequest req, StreamObserver<ModelInferResponse> obs) {
         CompletableFuture<InferenceResponse> f;
         ProtoTensors.Parsed parsed;
+        MemoryReservation held;
+        try {
+            held = reserve(req);
+        } catch (Throwable t) {
+            obs.onError(status(t));
+            return;
+        }
         try {
             parsed = ProtoTensors.toRequest(req, shm);
         } catch (Throwable t) {
+            held.close();
             obs.onError(status(t));
             return;
         }
         try {
             f = service.infer(parsed.request());
         } catch (Throwable t) {
+            held.close();
             parsed.release();
             obs.onError(status(t));
             return;
         }
+        f.whenComplete((r, e) -> held.close());
         if (obs instanceof ServerCallStreamObserver<ModelInferResponse> sco && !f.isDone()) {
             sco.setOnCancelHandler(() -> f.cancel(false));
         }
@@ -347,9 +359,17 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
         @Override
         public void onNext(ModelInferRequest req) {
             InferenceRequest request;
+            MemoryReservation held;
+            try {
+                held = reserve(req);
+            } catch (Throwable t) {
+                send(error(req.getModelName(), req.getId(), t));
+                return;
+            }
             try {
                 request = ProtoTensors.toRequest(req);
             } catch (Throwable t) {
+                held.close();
                 send(error(req.getModelName(), req.getId(), t));
                 return;
             }
@@ -359,6 +379,7 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
                 inFlight++;
             }
             Observer obs = new Observer(req, emptyFinal);
+            obs.held = held;
             RequestHandle h = service.stream(request, obs);
             if (!h.isDone()) {
                 open.add(h);
@@ -420,6 +441,7 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
             private final ModelInferRequest req;
             private final boolean emptyFinal;
             volatile RequestHandle handle;
+            volatile @Nullable MemoryReservation held;
 
             Observer(ModelInferRequest req, boolean emptyFinal) {
                 this.req = req;
@@ -463,6 +485,10 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
             }
 
             private void done() {
+                MemoryReservation m = held;
+                if (m != null) {
+                    m.close();
+                }
                 RequestHandle h = handle;
                 if (h != null) {
                     ended(h);
@@ -474,6 +500,15 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
                 }
             }
         }
+    }
+
+    /**
+     * Takes the message's size from the host's memory budget (O1) before its tensors are copied out
+     * of it; released when the request ends. gRPC has read the message by now: the frontend's
+     * {@code max_message_bytes} and connection limit bound what is read before this check.
+     */
+    private MemoryReservation reserve(ModelInferRequest req) {
+        return service.reserveMemory(req.getSerializedSize(), "a gRPC inference request to model '" + req.getModelName() + "'");
     }
 
     private static ModelStreamInferResponse error(String model, String id, Throwable t) {

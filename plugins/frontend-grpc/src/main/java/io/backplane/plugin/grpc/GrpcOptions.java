@@ -17,7 +17,8 @@ import org.jspecify.annotations.Nullable;
 record GrpcOptions(String host, int port, int maxMessageBytes, int threads, long drainMillis, long keepaliveTimeMillis, long keepaliveTimeoutMillis,
                    long permitKeepaliveTimeMillis, boolean permitKeepaliveWithoutCalls, long maxConnectionIdleMillis, long maxConnectionAgeMillis,
                    long maxConnectionAgeGraceMillis, long handshakeTimeoutMillis, RestrictedApis restricted,
-                   @Nullable Path sslCert, @Nullable Path sslKey, @Nullable Path sslRootCert, boolean sslMutual) {
+                   @Nullable Path sslCert, @Nullable Path sslKey, @Nullable Path sslRootCert, boolean sslMutual,
+                   int maxConnections) {
     static final Map<String, String> DOCUMENTATION = Map.ofEntries(
             Map.entry("host", "address to bind (default 0.0.0.0)"),
             Map.entry("port", "port to bind (default 8001; 0 picks a free port)"),
@@ -29,6 +30,8 @@ record GrpcOptions(String host, int port, int maxMessageBytes, int threads, long
             Map.entry("permit_keepalive_time_ms", "clients may ping no more often than this; faster pingers are disconnected "
                     + "(default 300000, Triton's --grpc-http2-min-recv-ping-interval-without-data)"),
             Map.entry("permit_keepalive_without_calls", "whether clients may ping with no call open (default false)"),
+            Map.entry("max_connections", "connections held at once (default: a quarter of the process's file-descriptor limit, at least 64); "
+                    + "a connection over it is closed as it is accepted"),
             Map.entry("max_connection_idle_ms", "a connection with no call open this long is closed (default 60000; 0: never)"),
             Map.entry("max_connection_age_ms", "a connection older than this is asked to reconnect (default 0: no limit)"),
             Map.entry("max_connection_age_grace_ms", "calls open at max_connection_age_ms get this long to finish (default 30000)"),
@@ -70,7 +73,16 @@ record GrpcOptions(String host, int port, int maxMessageBytes, int threads, long
                 number(options, "max_connection_age_grace_ms", 30_000, 0, 100 * day),
                 number(options, "handshake_timeout_ms", 10_000, 1, day),
                 RestrictedApis.parse("grpc frontend option restricted_protocol", options.get("restricted_protocol")),
-                cert, key, root, mutual);
+                cert, key, root, mutual,
+                (int) number(options, "max_connections", defaultMaxConnections(), 1, 1_000_000));
+    }
+
+    /** A quarter of the file-descriptor limit, so connections never starve the stubs and files the host needs. */
+    static long defaultMaxConnections() {
+        if (java.lang.management.ManagementFactory.getOperatingSystemMXBean() instanceof com.sun.management.UnixOperatingSystemMXBean unix) {
+            return Math.max(64, Math.min(100_000, unix.getMaxFileDescriptorCount() / 4));
+        }
+        return 1024;
     }
 
     private static boolean bool(Map<String, String> options, String key, boolean dflt) {

@@ -17,7 +17,9 @@ import org.jspecify.annotations.Nullable;
  *
  * @param host address to bind ({@code host}, default {@code 0.0.0.0})
  * @param port port to bind ({@code port}, default 8000; 0 picks a free port)
- * @param maxBodyBytes largest request body accepted ({@code max_body_bytes}, default 64 MiB); larger bodies get 413
+ * @param maxBodyBytes largest JSON (or other non-binary) request body ({@code max_body_bytes}, default 64 MiB, Triton's); larger bodies get 413
+ * @param maxBinaryBodyBytes largest body of the binary tensor extension ({@code max_binary_body_bytes}, default 2 GiB - 1: the host's
+ *     memory budget is the limit that matters); larger bodies get 413
  * @param threads Netty event-loop threads ({@code threads}, default: available processors)
  * @param drainMillis how long {@code close()} waits for in-flight requests ({@code drain_timeout_ms}, default 5000)
  * @param maxConnections connections held at once ({@code max_connections}); above it the longest-idle one is evicted
@@ -29,13 +31,15 @@ import org.jspecify.annotations.Nullable;
  * @param sslCert PEM certificate chain file for TLS ({@code ssl_cert}); with {@code ssl_key}, the frontend serves HTTPS
  * @param sslKey PEM PKCS#8 private key file for TLS ({@code ssl_key})
  */
-record FrontendOptions(String host, int port, int maxBodyBytes, int threads, long drainMillis, int maxConnections, long idleTimeoutMillis,
+record FrontendOptions(String host, int port, int maxBodyBytes, int maxBinaryBodyBytes, int threads, long drainMillis, int maxConnections, long idleTimeoutMillis,
                        long headerTimeoutMillis, long bodyTimeoutMillis, int maxPipelined, RestrictedApis restricted,
                        @Nullable Path sslCert, @Nullable Path sslKey) {
     static final Map<String, String> DOCUMENTATION = Map.ofEntries(
             Map.entry("host", "address to bind (default 0.0.0.0)"),
             Map.entry("port", "port to bind (default 8000; 0 picks a free port)"),
-            Map.entry("max_body_bytes", "largest request body in bytes (default 67108864); larger bodies are answered 413"),
+            Map.entry("max_body_bytes", "largest JSON request body in bytes (default 67108864); larger bodies are answered 413"),
+            Map.entry("max_binary_body_bytes", "largest binary-tensor request body in bytes (default 2147483647; the host's memory budget "
+                    + "refuses, 503, what it cannot hold); larger bodies are answered 413"),
             Map.entry("threads", "Netty event-loop threads (default: available processors)"),
             Map.entry("drain_timeout_ms", "how long close waits for in-flight requests before answering them 503 (default 5000)"),
             Map.entry("max_connections", "connections held at once (default: a quarter of the process's file-descriptor limit, at least 64); "
@@ -57,6 +61,7 @@ record FrontendOptions(String host, int port, int maxBodyBytes, int threads, lon
         String host = options.getOrDefault("host", "0.0.0.0");
         int port = (int) number(options, "port", 8000, 0, 65535);
         int maxBody = (int) number(options, "max_body_bytes", 64L << 20, 1, Integer.MAX_VALUE);
+        int maxBinary = (int) number(options, "max_binary_body_bytes", Integer.MAX_VALUE, 1, Integer.MAX_VALUE);
         int threads = (int) number(options, "threads", Runtime.getRuntime().availableProcessors(), 1, 1024);
         long drain = number(options, "drain_timeout_ms", 5000, 0, 3_600_000);
         int maxConnections = (int) number(options, "max_connections", defaultMaxConnections(), 1, 1_000_000);
@@ -70,7 +75,7 @@ record FrontendOptions(String host, int port, int maxBodyBytes, int threads, lon
         if ((cert == null) != (key == null)) {
             throw BackplaneException.invalid("http frontend: options ssl_cert and ssl_key go together; give both files (PEM) or neither");
         }
-        return new FrontendOptions(host, port, maxBody, threads, drain, maxConnections, idle, header, body, pipelined, restricted, cert, key);
+        return new FrontendOptions(host, port, maxBody, maxBinary, threads, drain, maxConnections, idle, header, body, pipelined, restricted, cert, key);
     }
 
     /** A quarter of the file-descriptor limit, so connections never starve the stubs and files the host needs. */

@@ -102,7 +102,8 @@ final class HttpFrontend implements Frontend {
                             ch.pipeline().addLast("decoder", new StrictRequestDecoder(MAX_HEADER_BYTES))
                                     .addLast("encoder", new HttpResponseEncoder())
                                     .addLast("framing", new FramingGuard(guard))
-                                    .addLast("aggregator", new LimitedAggregator(options.maxBodyBytes()))
+                                    .addLast("admission", new BodyAdmission(service, guard, options.maxBodyBytes(), options.maxBinaryBodyBytes()))
+                                    .addLast("aggregator", new LimitedAggregator(Math.max(options.maxBodyBytes(), options.maxBinaryBodyBytes())))
                                     .addLast("order", new PipelineOrder(guard, options.maxPipelined()))
                                     .addLast("rest", handler);
                         }
@@ -114,7 +115,7 @@ final class HttpFrontend implements Frontend {
         }
         InetSocketAddress bound = (InetSocketAddress) requireNonNull(serverChannel).localAddress();
         endpoint = (options.sslCert() == null ? "http://" : "https://") + options.host() + ":" + bound.getPort();
-        log.info("http frontend serving at {} (max body {} bytes, {} event loops, at most {} connections, restricted apis {})", endpoint,
+        log.info("http frontend serving at {} (max JSON body {} bytes, {} event loops, at most {} connections, restricted apis {})", endpoint,
                 options.maxBodyBytes(), options.threads(), options.maxConnections(), options.restricted().table().keySet());
     }
 

@@ -27,13 +27,17 @@ final class LimitedAggregator extends HttpObjectAggregator {
     @Override
     protected void handleOversizedMessage(ChannelHandlerContext ctx, HttpMessage oversized) {
         String msg = "request body exceeds the limit of " + limit + " bytes (option max_body_bytes)";
-        ctx.writeAndFlush(Responses.error(HttpResponseStatus.REQUEST_ENTITY_TOO_LARGE, msg, false)).addListener(f -> {
-            if (f.isSuccess() && ctx.channel() instanceof DuplexChannel d && d.isActive()) {
-                d.shutdownOutput();
-                ctx.executor().schedule(() -> ctx.close(), LINGER_SECONDS, TimeUnit.SECONDS);
-            } else {
-                ctx.close();
-            }
-        });
+        ctx.writeAndFlush(Responses.error(HttpResponseStatus.REQUEST_ENTITY_TOO_LARGE, msg, false))
+                .addListener(f -> halfCloseAndLinger(ctx, f.isSuccess()));
+    }
+
+    /** After a refusal was written: stop writing, keep reading (and dropping) until the client closes or the linger passes. */
+    static void halfCloseAndLinger(ChannelHandlerContext ctx, boolean written) {
+        if (written && ctx.channel() instanceof DuplexChannel d && d.isActive()) {
+            d.shutdownOutput();
+            ctx.executor().schedule(() -> ctx.close(), LINGER_SECONDS, TimeUnit.SECONDS);
+        } else {
+            ctx.close();
+        }
     }
 }

@@ -20,8 +20,17 @@ import java.util.Queue;
  * closes. Runs on the connection's event loop only; one instance per connection.
  */
 final class PipelineOrder extends ChannelDuplexHandler {
-    /** A framing failure to answer, in order, with 400 and close. */
-    record BadRequest(String message) {
+    /**
+     * A request refused before it was read whole, to answer in order with {@code status} and close:
+     * a framing failure (400), or a body over its limit (413) or over the memory budget (503). With
+     * {@code drain} the connection half-closes after the answer and drops the rest of the upload
+     * until the client closes or {@link LimitedAggregator#LINGER_SECONDS} pass, so a client still
+     * sending reads the answer instead of a reset.
+     */
+    record BadRequest(HttpResponseStatus status, String message, boolean drain) {
+        BadRequest(String message) {
+            this(HttpResponseStatus.BAD_REQUEST, message, false);
+        }
     }
 
     private final ConnectionGuard guard;
@@ -59,7 +68,13 @@ final class PipelineOrder extends ChannelDuplexHandler {
         busy = true;
         if (msg instanceof BadRequest bad) {
             closing = true;
-            ctx.writeAndFlush(Responses.error(HttpResponseStatus.BAD_REQUEST, bad.message(), false)).addListener(ChannelFutureListener.CLOSE);
+            var written = ctx.writeAndFlush(Responses.error(bad.status(), bad.message(), false));
+            if (bad.drain()) {
+                ctx.channel().config().setAutoRead(true);
+                written.addListener(f -> LimitedAggregator.halfCloseAndLinger(ctx, f.isSuccess()));
+            } else {
+                written.addListener(ChannelFutureListener.CLOSE);
+            }
             return;
         }
         guard.requestStarted();

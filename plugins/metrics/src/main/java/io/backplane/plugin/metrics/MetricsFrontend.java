@@ -200,11 +200,25 @@ final class MetricsFrontend implements Frontend {
     String scrape() {
         StringBuilder out = new StringBuilder(backplane ? registry.scrape() : "");
         out.append(CustomMetricsText.render(service.customMetrics()));
+        memory(out, service.memoryUsage());
         TritonMetrics t = triton;
         if (t != null) {
             t.render(out);
         }
         return out.toString();
+    }
+
+    /** The host's memory budget (O1): its limit, what requests hold now, and the requests it refused. */
+    static void memory(StringBuilder out, io.backplane.spi.host.MemoryReservation.Usage u) {
+        if (u.limitBytes() == Long.MAX_VALUE) {
+            return;
+        }
+        out.append("# HELP backplane_memory_budget_bytes Bytes requests may hold at once (the host's memory budget)\n")
+                .append("# TYPE backplane_memory_budget_bytes gauge\nbackplane_memory_budget_bytes ").append(u.limitBytes()).append('\n')
+                .append("# HELP backplane_memory_held_bytes Bytes held now by requests read or being answered\n")
+                .append("# TYPE backplane_memory_held_bytes gauge\nbackplane_memory_held_bytes ").append(u.heldBytes()).append('\n')
+                .append("# HELP backplane_memory_refused_total Requests refused because the memory budget could not hold them\n")
+                .append("# TYPE backplane_memory_refused_total counter\nbackplane_memory_refused_total ").append(u.refused()).append('\n');
     }
 
     private static FullHttpResponse text(HttpResponseStatus status, String body, CharSequence type) {
