@@ -9,6 +9,7 @@ import io.backplane.core.batch.NoneBatcherFactory;
 import io.backplane.core.internal.CoreModule;
 import io.backplane.core.internal.HostOptions;
 import io.backplane.core.internal.MemoryBudget;
+import io.backplane.core.internal.OwnedDirectory;
 import io.backplane.core.internal.HostRuntime;
 import io.backplane.core.internal.ResponseSink;
 import io.backplane.core.internal.Spin;
@@ -649,7 +650,12 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
                             maxInstancesPerHost));
             Path work;
             try {
-                work = Files.createTempDirectory("backplane-");
+                Path tmp = Path.of(System.getProperty("java.io.tmpdir"));
+                List<Path> reaped = OwnedDirectory.reapStale(tmp, "backplane-");
+                if (!reaped.isEmpty()) {
+                    log.info("removed {} work folder(s) left by dead hosts: {}", reaped.size(), reaped);
+                }
+                work = OwnedDirectory.create(tmp, "backplane-");
             } catch (IOException e) {
                 throw new BackplaneException(ErrorCode.INTERNAL, "cannot create a work directory: " + e.getMessage(), e);
             }

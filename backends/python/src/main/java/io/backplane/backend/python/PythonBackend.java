@@ -28,6 +28,9 @@ final class PythonBackend implements Backend {
     static final List<String> STUB_FILES = List.of("backplane_stub.py", "triton_python_backend_utils.py", "backplane_execute.py",
             "backplane_dlpack.py", "backplane_model_config.py", "backplane_bls.py");
 
+    /** The prefix of the socket folders, marked with their owner ({@link OwnedDirectory}). */
+    static final String SOCKET_PREFIX = "bp-py-";
+
     private final Map<String, String> options;
     private final Path stubDirectory;
     private final Path socketDirectory;
@@ -64,7 +67,12 @@ final class PythonBackend implements Backend {
         // Unix socket paths are limited to ~107 bytes: keep them short, in a private directory
         // (under /tmp when java.io.tmpdir is too deep for "<dir>/bp-py-<20 digits>/g<n>-<12 hex>.sock").
         Path tmp = Path.of(System.getProperty("java.io.tmpdir")).toAbsolutePath();
-        Path sockets = Files.createTempDirectory(tmp.toString().length() > 56 ? Path.of("/tmp") : tmp, "bp-py-", owner);
+        Path socketParent = tmp.toString().length() > 56 ? Path.of("/tmp") : tmp;
+        List<Path> reaped = OwnedDirectory.reapStale(socketParent, SOCKET_PREFIX);
+        if (!reaped.isEmpty()) {
+            log.info("removed {} socket folder(s) left by dead hosts: {}", reaped.size(), reaped);
+        }
+        Path sockets = OwnedDirectory.create(socketParent, SOCKET_PREFIX, owner);
         return new PythonBackend(Map.copyOf(options), stubs, sockets);
     }
 

@@ -209,7 +209,8 @@ class StubFaultTest {
     @Test
     void hostKilled_stubExitsAndFilesAreReaped() throws Exception {
         String java = ProcessHandle.current().info().command().orElseThrow();
-        Process host = new ProcessBuilder(java, "-cp", System.getProperty("java.class.path"), StubHostMain.class.getName())
+        Process host = new ProcessBuilder(java, "-Djava.io.tmpdir=" + System.getProperty("java.io.tmpdir"), "-cp", System.getProperty("java.class.path"),
+                StubHostMain.class.getName())
                 .redirectErrorStream(true).start();
         long stubPid = -1;
         StringBuilder output = new StringBuilder();
@@ -231,10 +232,30 @@ class StubFaultTest {
         } finally {
             host.destroyForcibly();
         }
+        List<Path> socketFolders = ownedBy(host.pid());
+        assertEquals(1, socketFolders.size(), "the killed host's socket folder: " + socketFolders);
         SharedRegion.reapStale();
+        OwnedDirectory.reapStale(socketFolders.getFirst().getParent(), PythonBackend.SOCKET_PREFIX);
         String prefix = "backplane-" + host.pid() + "-";
         try (var s = Files.list(SharedRegion.SHM_DIR)) {
             assertEquals(List.of(), s.map(Path::getFileName).map(Path::toString).filter(n -> n.startsWith(prefix)).toList());
+        }
+        assertEquals(List.of(), ownedBy(host.pid()), "socket folders of the killed host left after the reap");
+    }
+
+    /** The socket folders marked as {@code pid}'s, where this JVM's python backend puts its own. */
+    private static List<Path> ownedBy(long pid) throws Exception {
+        Path tmp = Path.of(System.getProperty("java.io.tmpdir")).toAbsolutePath();
+        Path parent = tmp.toString().length() > 56 ? Path.of("/tmp") : tmp;
+        try (var s = Files.newDirectoryStream(parent, PythonBackend.SOCKET_PREFIX + "*")) {
+            List<Path> out = new java.util.ArrayList<>();
+            for (Path d : s) {
+                Path mark = d.resolve(OwnedDirectory.MARK);
+                if (Files.isReadable(mark) && Files.readString(mark).startsWith(pid + " ")) {
+                    out.add(d);
+                }
+            }
+            return out;
         }
     }
 }

@@ -6,6 +6,16 @@ shared-memory region, with sequence words in a control block that both sides spi
 before blocking on the socket.
 """
 
+# First of all, a session of its own: a terminal's Ctrl-C (SIGINT to the foreground process group)
+# must reach only the host, which then unloads the model (finalize runs) and stops this stub itself.
+# Done before any import, so the window in which a Ctrl-C still reaches the stub is the
+# interpreter's own start-up.
+import os as _os
+try:
+    _os.setsid()
+except OSError:
+    pass  # already a session leader
+
 import asyncio
 import bisect
 import collections
