@@ -43,9 +43,16 @@ class HttpAbuseTest {
     long fdsBefore;
     long threadsBefore;
 
+    /** The host's memory budget for the next {@link #start} (0: the default). */
+    long memoryBudget;
+
     void start(Map<String, String> extra) throws Exception {
         backend = new TestBackend();
-        host = BackplaneHost.builder().backend(backend).modelControlMode(ModelControlMode.EXPLICIT).unloadTimeout(Duration.ofSeconds(5))
+        BackplaneHost.Builder builder = BackplaneHost.builder();
+        if (memoryBudget > 0) {
+            builder.memoryBudget(memoryBudget);
+        }
+        host = builder.backend(backend).modelControlMode(ModelControlMode.EXPLICIT).unloadTimeout(Duration.ofSeconds(5))
                 .model(TestBackend.identity("identity", DataType.FP32)).model(TestBackend.slow("slow"))
                 .loadModel("identity").loadModel("slow").build();
         Map<String, String> options = new HashMap<>(Map.of("host", "127.0.0.1", "port", "0"));
@@ -129,6 +136,83 @@ class HttpAbuseTest {
     static String post(String path, String body, String extraHeaders) {
         return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + extraHeaders + "Content-Length: "
                 + body.getBytes(StandardCharsets.UTF_8).length + "\r\n\r\n" + body;
+    }
+
+    /** Waits until the requests' memory reservations are all returned (they go back as each response is written). */
+    void awaitNothingHeld() throws InterruptedException {
+        long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+        while (host.memoryUsage().heldBytes() != 0) {
+            assertTrue(System.nanoTime() < deadline, "bytes still held: " + host.memoryUsage());
+            Thread.sleep(5);
+        }
+    }
+
+    static String binaryHeaders(String path, long contentLength, int jsonLength) {
+        return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nInference-Header-Content-Length: " + jsonLength
+                + "\r\nContent-Length: " + contentLength + "\r\n\r\n";
+    }
+
+    /** Issue 15 item 1, at its root: a body the memory budget cannot hold is refused from its headers, before a byte of it is sent. */
+    @Test
+    void memory_bodyOverBudget_503BeforeTheBodyIsSent_thenServes() throws Exception {
+        memoryBudget = 1 << 20;
+        start(Map.of());
+        String r = exchange(binaryHeaders("/v2/models/identity/infer", 4L << 20, 100)); // headers only: the body never comes
+        assertEquals(503, status(r), r);
+        assertTrue(r.contains("cannot hold POST /v2/models/identity/infer") && r.contains("--memory-budget-bytes"), r);
+        assertEquals(1, host.memoryUsage().refused());
+        awaitNothingHeld();
+    }
+
+    @Test
+    void memory_chunkedBodyGrowsOverBudget_503_andNothingStaysHeld() throws Exception {
+        memoryBudget = 64 * 1024;
+        start(Map.of());
+        String chunk = "x".repeat(16 * 1024);
+        StringBuilder raw = new StringBuilder("POST /v2/models/identity/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + "Transfer-Encoding: chunked\r\n\r\n");
+        for (int i = 0; i < 8; i++) {
+            raw.append(Integer.toHexString(chunk.length())).append("\r\n").append(chunk).append("\r\n");
+        }
+        raw.append("0\r\n\r\n");
+        String r = exchange(raw.toString());
+        assertEquals(503, status(r), r);
+        assertTrue(r.contains("budget's 65536 bytes") || r.contains("larger than the whole budget"), r);
+        awaitNothingHeld();
+    }
+
+    @Test
+    void memory_servedRequests_returnTheirBytes_pipelinedToo() throws Exception {
+        memoryBudget = 1 << 20;
+        start(Map.of());
+        String one = post("/v2/models/identity/infer", INFER, "");
+        String r = exchange(one + one + post("/v2/models/identity/infer", INFER, "Connection: close\r\n"));
+        assertEquals(List.of(200, 200, 200), statuses(r), r);
+        awaitNothingHeld();
+        assertEquals(0, host.memoryUsage().refused());
+    }
+
+    /** JSON bodies keep Triton's 64 MiB-style limit (here 1000 bytes), checked from the headers; binary bodies are not bound by it. */
+    @Test
+    void bodyLimits_jsonOverLimit_413FromHeaders_binaryOfTheSameSizeServed() throws Exception {
+        start(Map.of("max_body_bytes", "1000"));
+        String r = exchange("POST /v2/models/identity/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n");
+        assertEquals(413, status(r), r);
+        assertTrue(r.contains("limit of 1000 bytes for JSON bodies (option max_body_bytes)"), r);
+        String json = "{\"inputs\":[{\"name\":\"IN0\",\"datatype\":\"FP32\",\"shape\":[1250],\"parameters\":{\"binary_data_size\":5000}}],"
+                + "\"outputs\":[{\"name\":\"OUT0\",\"parameters\":{\"binary_data\":true}}]}";
+        int jsonLength = json.getBytes(StandardCharsets.UTF_8).length;
+        try (Socket s = connect()) {
+            var out = s.getOutputStream();
+            out.write(binaryHeaders("/v2/models/identity/infer", jsonLength + 5000L, jsonLength).replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n")
+                    .getBytes(StandardCharsets.ISO_8859_1));
+            out.write(json.getBytes(StandardCharsets.UTF_8));
+            out.write(new byte[5000]);
+            out.flush();
+            String b = readToEnd(s.getInputStream());
+            assertEquals(200, status(b), b.substring(0, Math.min(400, b.length())));
+        }
+        awaitNothingHeld();
     }
 
     @Test
