@@ -10,7 +10,9 @@ import io.backplane.plugin.http.TestBackend;
 import io.backplane.plugin.http.TestCertificates;
 import io.backplane.plugin.http.TestSupport;
 import io.backplane.protocol.inference.GRPCInferenceServiceGrpc;
+import io.backplane.protocol.inference.InferTensorContents;
 import io.backplane.protocol.inference.ModelConfigRequest;
+import io.backplane.protocol.inference.ModelInferRequest;
 import io.backplane.protocol.inference.RepositoryModelUnloadRequest;
 import io.backplane.protocol.inference.ServerLiveRequest;
 import io.backplane.spi.DataType;
@@ -25,7 +27,9 @@ import io.grpc.TlsChannelCredentials;
 import io.grpc.stub.MetadataUtils;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
@@ -41,8 +45,15 @@ class GrpcHardeningTest {
     GrpcFrontend frontend;
     ManagedChannel channel;
 
+    /** The host's memory budget for the next {@link #start} (0: the default). */
+    long memoryBudget;
+
     void start(Map<String, String> extra) throws Exception {
-        host = BackplaneHost.builder().backend(new TestBackend()).modelControlMode(ModelControlMode.EXPLICIT).unloadTimeout(Duration.ofSeconds(5))
+        BackplaneHost.Builder builder = BackplaneHost.builder();
+        if (memoryBudget > 0) {
+            builder.memoryBudget(memoryBudget);
+        }
+        host = builder.backend(new TestBackend()).modelControlMode(ModelControlMode.EXPLICIT).unloadTimeout(Duration.ofSeconds(5))
                 .model(TestBackend.identity("identity", DataType.FP32)).loadModel("identity").build();
         Map<String, String> options = new HashMap<>(Map.of("host", "127.0.0.1", "port", "0"));
         options.putAll(extra);
@@ -91,6 +102,74 @@ class GrpcHardeningTest {
         assertEquals("identity", c.withInterceptors(MetadataUtils.newAttachHeadersInterceptor(right))
                 .modelConfig(ModelConfigRequest.newBuilder().setName("identity").build()).getConfig().getName());
         assertTrue(c.serverLive(ServerLiveRequest.getDefaultInstance()).getLive(), "health is not restricted");
+    }
+
+    /** O1 over gRPC: a message the memory budget cannot hold is refused with RESOURCE_EXHAUSTED before its tensors are copied. */
+    @Test
+    void memoryBudget_messageOverBudget_resourceExhausted_thenServes() throws Exception {
+        memoryBudget = 64 * 1024;
+        start(Map.of());
+        var c = client(InsecureChannelCredentials.create(), "localhost");
+        ModelInferRequest big = infer(32 * 1024); // 128 KiB of FP32
+        StatusRuntimeException e = assertThrows(StatusRuntimeException.class, () -> c.modelInfer(big));
+        assertEquals(Status.Code.RESOURCE_EXHAUSTED, e.getStatus().getCode(), e.getStatus().toString());
+        assertTrue(e.getStatus().getDescription().contains("model 'identity'") && e.getStatus().getDescription().contains("memory budget"),
+                e.getStatus().toString());
+        assertEquals(1, c.modelInfer(infer(1)).getOutputsCount());
+        assertEquals(1, host.memoryUsage().refused());
+        long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+        while (host.memoryUsage().heldBytes() != 0) {
+            assertTrue(System.nanoTime() < deadline, "bytes still held: " + host.memoryUsage());
+            Thread.sleep(5);
+        }
+    }
+
+    static ModelInferRequest infer(int floats) {
+        var in = ModelInferRequest.InferInputTensor.newBuilder().setName("IN0").setDatatype("FP32").addShape(floats);
+        var contents = InferTensorContents.newBuilder();
+        for (int i = 0; i < floats; i++) {
+            contents.addFp32Contents(i);
+        }
+        return ModelInferRequest.newBuilder().setModelName("identity").addInputs(in.setContents(contents)).build();
+    }
+
+    /** O2: connections over max_connections are closed as they are accepted; a connection closing makes room again. */
+    @Test
+    void maxConnections_overTheCap_closedAtAccept_roomAgainAfterClose() throws Exception {
+        start(Map.of("max_connections", "3"));
+        List<java.net.Socket> held = new ArrayList<>();
+        try {
+            for (int i = 0; i < 3; i++) {
+                java.net.Socket s = new java.net.Socket("127.0.0.1", frontend.port());
+                held.add(s);
+            }
+            long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+            while (frontend.openConnections() < 3) {
+                assertTrue(System.nanoTime() < deadline, "connections seen: " + frontend.openConnections());
+                Thread.sleep(5);
+            }
+            try (java.net.Socket over = new java.net.Socket("127.0.0.1", frontend.port())) {
+                over.setSoTimeout(10_000);
+                assertEquals(-1, over.getInputStream().read(), "the connection over the cap is closed");
+            }
+            assertEquals(3, frontend.openConnections());
+            var c = client(InsecureChannelCredentials.create(), "localhost");
+            assertThrows(StatusRuntimeException.class, () -> c.withDeadlineAfter(2, TimeUnit.SECONDS).serverLive(ServerLiveRequest.getDefaultInstance()));
+            held.removeFirst().close();
+            deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+            while (true) {
+                try {
+                    assertTrue(c.withDeadlineAfter(5, TimeUnit.SECONDS).withWaitForReady().serverLive(ServerLiveRequest.getDefaultInstance()).getLive());
+                    break;
+                } catch (StatusRuntimeException retry) {
+                    assertTrue(System.nanoTime() < deadline, "no room after a connection closed: " + retry.getStatus());
+                }
+            }
+        } finally {
+            for (java.net.Socket s : held) {
+                s.close();
+            }
+        }
     }
 
     @Test
