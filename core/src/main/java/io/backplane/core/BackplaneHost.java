@@ -671,7 +671,15 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
             try {
                 runtime.start();
             } catch (RuntimeException e) {
-                host.close();
+                // interrupted (a shutdown cancelled the start): close without interruption, keep the flag for the caller
+                boolean interrupted = Thread.interrupted();
+                try {
+                    host.close();
+                } finally {
+                    if (interrupted) {
+                        Thread.currentThread().interrupt();
+                    }
+                }
                 throw e;
             }
             return host;

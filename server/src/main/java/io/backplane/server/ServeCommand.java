@@ -224,12 +224,19 @@ final class ServeCommand implements Callable<Integer> {
         }
         log.info("Backplane {} starting: model repositories {}, model control mode {}, backends directories {}", BackplaneHost.VERSION, repositories,
                 mode.name().toLowerCase(Locale.ROOT), backends.isEmpty() ? "(none)" : backends);
-        // The hook is in place before anything starts: a SIGTERM while models load waits for the
-        // start to finish (up to the exit timeout), then closes what started.
+        // The hook is in place before anything starts: a SIGTERM while models load cancels those
+        // loads (the start then fails and closes what it started) and exits 0 once that is done.
         CountDownLatch startupDone = new CountDownLatch(1);
         AtomicReference<@Nullable Server> running = new AtomicReference<>();
+        Thread starter = Thread.currentThread();
         Thread hook = Thread.ofPlatform().name("backplane-shutdown").unstarted(() -> {
+            boolean cancelledStart = startupDone.getCount() > 0;
             try {
+                if (cancelledStart) {
+                    // models still load: cancel their loads (a stub starting is stopped), so the start fails fast and cleans up
+                    log.info("shutdown requested while starting: cancelling the loads in progress");
+                    starter.interrupt();
+                }
                 if (!startupDone.await(exitTimeoutSecs + 10L, TimeUnit.SECONDS)) {
                     log.warn("shutdown requested while still starting after {} s; exiting without draining", exitTimeoutSecs + 10L);
                     return;
@@ -239,6 +246,10 @@ final class ServeCommand implements Callable<Integer> {
                 return;
             }
             Server s = running.get();
+            if (s == null && cancelledStart) {
+                log.info("start cancelled by the shutdown; everything it started is closed");
+                Runtime.getRuntime().halt(0);
+            }
             if (s != null) {
                 s.close();
                 // a signal asked for this stop and it went cleanly: exit 0 rather than 128 + signal

@@ -5,6 +5,7 @@ import static java.util.Objects.requireNonNull;
 import io.backplane.core.ModelControlMode;
 import io.backplane.core.plugin.PluginManager;
 import io.backplane.spi.BackplaneException;
+import io.backplane.spi.ErrorCode;
 import jakarta.inject.Inject;
 import java.util.List;
 import java.util.concurrent.Executors;
@@ -76,10 +77,13 @@ public final class HostRuntime {
             case EXPLICIT -> options.initialModels();
         };
         for (String name : toLoad) {
+            if (Thread.currentThread().isInterrupted() || state.get() != State.STARTING) {
+                throw new BackplaneException(ErrorCode.CANCELLED, "the host's start was cancelled while it loaded its models");
+            }
             try {
                 registry.load(name);
             } catch (BackplaneException e) {
-                if (options.controlMode() == ModelControlMode.EXPLICIT) {
+                if (options.controlMode() == ModelControlMode.EXPLICIT || Thread.currentThread().isInterrupted()) {
                     throw e;
                 }
                 log.error("model '{}' is unavailable: {}", name, e.getMessage());
@@ -91,7 +95,9 @@ public final class HostRuntime {
             p.scheduleWithFixedDelay(registry::poll, every, every, TimeUnit.MILLISECONDS);
             poller = p;
         }
-        state.set(State.RUNNING);
+        if (!state.compareAndSet(State.STARTING, State.RUNNING)) {
+            throw new BackplaneException(ErrorCode.CANCELLED, "the host was stopped while it started");
+        }
     }
 
     public boolean isRunning() {

@@ -49,6 +49,10 @@ public final class ModelRegistry {
         volatile String lastError = "";
         volatile String fingerprint = "";
         volatile boolean loading;
+        /** The thread loading this model now; an unload interrupts it to cancel the load. Guarded by {@code this}. */
+        @org.jspecify.annotations.Nullable Thread loader;
+        /** An unload interrupted the load: its interrupt is cleared when the load ends. Guarded by {@code this}. */
+        boolean cancelled;
         /** The last load failed and nothing serves: the model counts against strict readiness. */
         volatile boolean failed;
 
@@ -79,6 +83,10 @@ public final class ModelRegistry {
         Entry e = entries.computeIfAbsent(name, Entry::new);
         e.lock.lock();
         e.loading = true;
+        synchronized (e) {
+            e.loader = Thread.currentThread();
+            e.cancelled = false;
+        }
         try {
             ModelSource.Definition def;
             try {
@@ -116,10 +124,20 @@ public final class ModelRegistry {
                     loaded.add(ModelVersion.load(name, v, config, def.directory(), backend, bctx, batcher, host));
                 }
             } catch (Throwable t) {
+                boolean interrupted = Thread.interrupted();
                 for (ModelVersion v : loaded) {
                     v.unload(host.unloadTimeout());
                 }
-                BackplaneException ex = BackplaneException.wrap(t, "model '" + name + "' failed to load");
+                if (interrupted) {
+                    Thread.currentThread().interrupt();
+                }
+                boolean cancelled;
+                synchronized (e) {
+                    cancelled = e.cancelled;
+                }
+                BackplaneException ex = cancelled && !(t instanceof BackplaneException be && be.code() == ErrorCode.CANCELLED)
+                        ? new BackplaneException(ErrorCode.CANCELLED, "the load of model '" + name + "' was cancelled by an unload", t)
+                        : BackplaneException.wrap(t, "model '" + name + "' failed to load");
                 e.lastError = ex.getMessage();
                 e.failed = e.versions.isEmpty();
                 log.error("{}", ex.getMessage(), t instanceof BackplaneException ? null : t);
@@ -138,8 +156,27 @@ public final class ModelRegistry {
                 v.unload(host.unloadTimeout(), true); // the new versions serve already: let the old ones finish their queue
             }
         } finally {
+            synchronized (e) {
+                e.loader = null;
+                if (e.cancelled) {
+                    Thread.interrupted(); // the unload's interrupt ends here, whether the load noticed it or not
+                    e.cancelled = false;
+                }
+            }
             e.loading = false;
             e.lock.unlock();
+        }
+    }
+
+    /** Cancels a load of {@code e} in progress (O2: an unload never waits out a long load): interrupts its thread. */
+    private static void cancelLoad(Entry e) {
+        synchronized (e) {
+            Thread t = e.loader;
+            if (t != null && t != Thread.currentThread()) {
+                log.info("model '{}': cancelling the load in progress", e.name);
+                e.cancelled = true;
+                t.interrupt();
+            }
         }
     }
 
@@ -160,6 +197,7 @@ public final class ModelRegistry {
             }
             return;
         }
+        cancelLoad(e);
         e.lock.lock();
         try {
             NavigableMap<Long, ModelVersion> old = e.versions;

@@ -5,6 +5,7 @@ import static java.util.Objects.requireNonNull;
 import io.backplane.spi.Backend;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackplaneException;
+import io.backplane.spi.ErrorCode;
 import io.backplane.spi.batch.Batcher;
 import io.backplane.spi.batch.BatcherFactory;
 import io.backplane.spi.InferenceRequest;
@@ -109,13 +110,35 @@ final class ModelVersion {
                 callerRuns = List.copyOf(v.instances);
             }
         } catch (Throwable t) {
-            v.abortLoad(t);
+            // a cancelled load (an unload or a shutdown interrupted it) still cleans up without interruption
+            boolean interrupted = Thread.interrupted();
+            try {
+                v.abortLoad(t);
+            } finally {
+                if (interrupted) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+            if (interrupted || interruption(t)) {
+                throw new BackplaneException(ErrorCode.CANCELLED, "the load of model '" + name + "' version " + version
+                        + " was cancelled (the model was unloaded or the host is stopping)", t);
+            }
             throw BackplaneException.wrap(t, "model '" + name + "' version " + version + " failed to load");
         }
         v.admission.open(requireNonNull(v.batches), callerRuns);
         log.info("loaded model '{}' version {} ({} instance(s), backend '{}', batcher '{}')", name, version, v.instances.size(),
                 backendContext.backendName(), batcherFactory.name());
         return v;
+    }
+
+    /** Whether {@code t} comes from an interrupted wait (a cancelled load), wherever the backend wrapped it. */
+    static boolean interruption(Throwable t) {
+        for (Throwable c = t; c != null; c = c.getCause()) {
+            if (c instanceof InterruptedException || c instanceof java.nio.channels.ClosedByInterruptException) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private void releaseInstances() {

@@ -143,6 +143,25 @@ class HostLimitsTest {
         assertEquals(7, tagOf(host.infer(request("m", 7)).get(10, TimeUnit.SECONDS)));
     }
 
+    /** Issue 15 item 8: an unload during a long load cancels it instead of waiting it out. */
+    @Test
+    void unload_duringALongLoad_cancelsIt_andTheModelLoadsAgainLater() throws Exception {
+        host = builder().model(withInstances("m", 2)).build();
+        backend.creating = new CountDownLatch(1);
+        CompletableFuture<Void> load = CompletableFuture.runAsync(() -> host.load("m"));
+        assertTrue(backend.creating.await(10, TimeUnit.SECONDS), "the load reached createInstance");
+        host.unload("m"); // returns although createInstance would block forever
+        ExecutionException e = assertThrows(ExecutionException.class, () -> load.get(10, TimeUnit.SECONDS));
+        BackplaneException b = assertInstanceOf(BackplaneException.class, e.getCause());
+        assertEquals(ErrorCode.CANCELLED, b.code(), b.getMessage());
+        assertTrue(b.getMessage().contains("was cancelled"), b.getMessage());
+        assertEquals(backend.instancesCreated.get(), backend.instancesClosed.get(), "what the cancelled load created is closed");
+        assertEquals(backend.modelsLoaded.get(), backend.modelsClosed.get(), "the cancelled load's model is closed");
+        backend.creating = null;
+        host.load("m");
+        assertEquals(3, tagOf(host.infer(request("m", 3)).get(10, TimeUnit.SECONDS)));
+    }
+
     @Test
     void instanceCap_perModel_loadFailsClearly_noInstanceStarted() {
         host = builder().maxInstancesPerModel(4).model(withInstances("huge", 10_000)).build();

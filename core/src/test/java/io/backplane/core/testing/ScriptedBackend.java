@@ -50,6 +50,9 @@ public final class ScriptedBackend implements BackendFactory {
     public volatile RuntimeException failCreateInstance;
     public volatile RuntimeException failClose;
     public volatile boolean ready = true;
+    /** When set, createInstance counts it down... then blocks (interruptibly) until {@link #releaseCreate} opens. */
+    public volatile java.util.concurrent.CountDownLatch creating;
+    public final java.util.concurrent.CountDownLatch releaseCreate = new java.util.concurrent.CountDownLatch(1);
 
     public ScriptedBackend on(String model, Script script) {
         scripts.put(model, script);
@@ -95,7 +98,12 @@ public final class ScriptedBackend implements BackendFactory {
                 String name = ctx.name();
                 return new Model() {
                     @Override
-                    public ModelInstance createInstance(InstanceContext ictx) {
+                    public ModelInstance createInstance(InstanceContext ictx) throws InterruptedException {
+                        java.util.concurrent.CountDownLatch c = creating;
+                        if (c != null) {
+                            c.countDown();
+                            releaseCreate.await();
+                        }
                         RuntimeException cf = failCreateInstance;
                         if (cf != null) {
                             throw cf;
