@@ -1,0 +1,452 @@
+package io.backplane.dist;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Issue 15's abuse, against the real server: {@code bin/backplane serve} as a child process in a
+ * session of its own (so a terminal's Ctrl-C can be played to its process group), bound to
+ * loopback, with a private {@code java.io.tmpdir}. Reproduces item 1 (a flood of large binary
+ * requests to a slow Python model on a small heap; the quick form keeps the issue's ratio of
+ * requested bytes to heap, about 1.5), item 3 scaled (idle and slowloris floods), item 6 (a
+ * request still running at the exit deadline), item 7 (Ctrl-C) and item 8 (10,000 instances, a
+ * killed server's leftovers, SIGTERM during a long load), and shows each fixed: every request gets
+ * a status, the model stays ready, and threads, descriptors, stubs, shared-memory files and
+ * temporary folders come back to where they were. Figures are printed, never asserted.
+ *
+ * <p>{@code -Dbackplane.abuse.full=true} runs item 1 at the issue's own size (1 GiB heap, 36
+ * requests of 50 MB).
+ */
+@Timeout(600)
+class ServeAbuseTest {
+    private static final Path DIST = Path.of(System.getProperty("backplane.dist", "target/backplane")).toAbsolutePath().normalize();
+    private static final Path LAUNCHER = DIST.resolve("bin/backplane");
+    private static final Pattern SERVING = Pattern.compile("frontend '([^']+)' serving at (\\S+)");
+    private static final boolean FULL = Boolean.getBoolean("backplane.abuse.full");
+    private static final String HEAP = FULL ? "1g" : "256m";
+    private static final int FLOOD_REQUESTS = FULL ? 36 : 32;
+    private static final int FLOOD_BYTES = FULL ? 50_000_000 : 12 << 20;
+
+    @TempDir
+    Path dir;
+    Path tmp;
+    Path markers;
+
+    @BeforeEach
+    void requirePython() throws Exception {
+        Assumptions.assumeTrue(Files.isDirectory(DIST.resolve("backends/python")), "the layout has no python backend");
+        Process p = new ProcessBuilder("python3", "-c", "import numpy").redirectErrorStream(true).start();
+        Assumptions.assumeTrue(p.waitFor(60, TimeUnit.SECONDS) && p.exitValue() == 0, "python3 with numpy is needed");
+        tmp = Files.createDirectories(dir.resolve("tmp"));
+        markers = Files.createDirectories(dir.resolve("markers"));
+    }
+
+    // ---- the repository ----
+
+    private static final String MODEL_PY = """
+            import json, os, time
+            import numpy as np
+            import triton_python_backend_utils as pb_utils
+
+            class TritonPythonModel:
+                def initialize(self, args):
+                    p = json.loads(args["model_config"]).get("parameters", {})
+                    get = lambda k, d: p.get(k, {}).get("string_value", d)
+                    self.delay = float(get("delay_s", "0"))
+                    self.marker = get("marker", "")
+                    self.note("initialize")
+                    time.sleep(float(get("init_delay_s", "0")))
+
+                def note(self, what):
+                    if self.marker:
+                        with open(self.marker, "a") as f:
+                            f.write(what + "\\n")
+
+                def execute(self, requests):
+                    self.note("execute")
+                    out = []
+                    for r in requests:
+                        x = pb_utils.get_input_tensor_by_name(r, "IN").as_numpy()
+                        time.sleep(self.delay)
+                        out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([x.size], dtype=np.int64))]))
+                    return out
+
+                def finalize(self):
+                    self.note("finalize")
+            """;
+
+    private Path repository() throws IOException {
+        Path repo = dir.resolve("repo");
+        model(repo, "slow", 1, "0.3", "0");
+        model(repo, "sleepy", 1, "30", "0");
+        model(repo, "huge", 10_000, "0", "0");
+        model(repo, "slowinit", 1, "0", "600");
+        return repo;
+    }
+
+    private void model(Path repo, String name, int count, String delay, String initDelay) throws IOException {
+        Path m = Files.createDirectories(repo.resolve(name).resolve("1"));
+        Files.writeString(m.resolve("model.py"), MODEL_PY);
+        Files.writeString(repo.resolve(name).resolve("config.pbtxt"), """
+                name: "%s"
+                backend: "python"
+                input [{ name: "IN" data_type: TYPE_UINT8 dims: [-1] }]
+                output [{ name: "OUT" data_type: TYPE_INT64 dims: [1] }]
+                instance_group [{ count: %d kind: KIND_CPU }]
+                parameters { key: "delay_s" value { string_value: "%s" } }
+                parameters { key: "init_delay_s" value { string_value: "%s" } }
+                parameters { key: "marker" value { string_value: "%s" } }
+                """.formatted(name, count, delay, initDelay, markers.resolve(name)));
+    }
+
+    private List<String> marks(String model) throws IOException {
+        Path f = markers.resolve(model);
+        return Files.exists(f) ? Files.readAllLines(f) : List.of();
+    }
+
+    // ---- the server process ----
+
+    private final class Serve implements AutoCloseable {
+        final Process process;
+        final Path log;
+        final long pid;
+
+        Serve(String name, String... models) throws Exception {
+            log = dir.resolve(name + ".log");
+            List<String> cmd = new ArrayList<>(List.of("setsid", LAUNCHER.toString(), "serve", "--model-repository", repository().toString(),
+                    "--model-control-mode", "explicit", "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0",
+                    "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1", "--metrics-address", "127.0.0.1", "--exit-timeout-secs", "3",
+                    "--frontend-config", "http,max_connections=128", "--frontend-config", "http,header_timeout_ms=3000"));
+            for (String m : models) {
+                cmd.add("--load-model");
+                cmd.add(m);
+            }
+            ProcessBuilder pb = new ProcessBuilder(cmd).directory(dir.toFile()).redirectErrorStream(true).redirectOutput(log.toFile());
+            pb.environment().put("JAVA_OPTS", "-Xmx" + HEAP + " -Djava.io.tmpdir=" + tmp);
+            process = pb.start();
+            pid = process.pid(); // setsid execs the launcher, which execs the JVM: one pid, leader of its own group
+        }
+
+        String output() throws IOException {
+            return Files.readString(log);
+        }
+
+        void awaitStarted() throws Exception {
+            await(() -> contains(" started in "), Duration.ofSeconds(240), () -> "serve did not start:\n" + outputQuietly());
+        }
+
+        boolean contains(String s) {
+            return outputQuietly().contains(s);
+        }
+
+        String outputQuietly() {
+            try {
+                return output();
+            } catch (IOException e) {
+                return e.toString();
+            }
+        }
+
+        String endpoint(String frontend) throws IOException {
+            Matcher m = SERVING.matcher(output());
+            while (m.find()) {
+                if (m.group(1).equals(frontend)) {
+                    return m.group(2);
+                }
+            }
+            throw new AssertionError("no " + frontend + " endpoint in:\n" + output());
+        }
+
+        int httpPort() throws IOException {
+            String e = endpoint("http");
+            return Integer.parseInt(e.substring(e.lastIndexOf(':') + 1));
+        }
+
+        List<ProcessHandle> stubs() {
+            return ProcessHandle.of(pid).map(h -> h.descendants().filter(d -> d.info().command().orElse("").contains("python")).toList())
+                    .orElse(List.of());
+        }
+
+        void signal(String signal, boolean group) throws Exception {
+            Process k = new ProcessBuilder("kill", "-" + signal, "--", (group ? "-" : "") + pid).redirectErrorStream(true).start();
+            assertTrue(k.waitFor(30, TimeUnit.SECONDS) && k.exitValue() == 0, "kill -" + signal + " " + pid);
+        }
+
+        int awaitExit() throws Exception {
+            assertTrue(process.waitFor(120, TimeUnit.SECONDS), "no exit within 120 s:\n" + output());
+            return process.exitValue();
+        }
+
+        @Override
+        public void close() throws Exception {
+            if (process.isAlive()) {
+                process.destroyForcibly().waitFor(60, TimeUnit.SECONDS);
+            }
+        }
+    }
+
+    /** What the server holds, from /proc and the file system. */
+    private record Usage(long threads, long fds, int stubs, int shmFiles, int tmpEntries) {
+    }
+
+    private Usage usage(Serve s) throws IOException {
+        long threads = Files.readAllLines(Path.of("/proc", Long.toString(s.pid), "status")).stream().filter(l -> l.startsWith("Threads:"))
+                .mapToLong(l -> Long.parseLong(l.substring(8).trim())).findFirst().orElse(-1);
+        long fds;
+        try (var f = Files.list(Path.of("/proc", Long.toString(s.pid), "fd"))) {
+            fds = f.count();
+        }
+        return new Usage(threads, fds, s.stubs().size(), shmFiles(s.pid).size(), names(tmp).size());
+    }
+
+    private static List<String> shmFiles(long pid) throws IOException {
+        try (var f = Files.list(Path.of("/dev/shm"))) {
+            return f.map(p -> p.getFileName().toString()).filter(n -> n.startsWith("backplane-" + pid + "-")).toList();
+        }
+    }
+
+    private static List<String> names(Path d) throws IOException {
+        try (var f = Files.list(d)) {
+            return f.map(p -> p.getFileName().toString()).sorted().toList();
+        }
+    }
+
+    /** Folders marked as {@code pid}'s (their .backplane-owner file) in the private tmp and in /tmp. */
+    private List<Path> ownedBy(long pid) throws IOException {
+        List<Path> out = new ArrayList<>();
+        for (Path parent : List.of(tmp, Path.of("/tmp"))) {
+            try (DirectoryStream<Path> ds = Files.newDirectoryStream(parent)) {
+                for (Path d : ds) {
+                    Path mark = d.resolve(".backplane-owner");
+                    if (Files.isReadable(mark) && Files.readString(mark).startsWith(pid + " ")) {
+                        out.add(d);
+                    }
+                }
+            } catch (java.nio.file.AccessDeniedException e) {
+                // another user's folder
+            }
+        }
+        return out;
+    }
+
+    private static void await(BooleanSupplier condition, Duration limit, java.util.function.Supplier<String> message) throws InterruptedException {
+        long deadline = System.nanoTime() + limit.toNanos();
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > deadline) {
+                fail(message.get());
+            }
+            Thread.sleep(50);
+        }
+    }
+
+    private static HttpRequest.Builder request(int port, String path) {
+        return HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path)).timeout(Duration.ofSeconds(120));
+    }
+
+    private static HttpRequest binaryInfer(int port, String model, byte[] body, int jsonLength) {
+        return request(port, "/v2/models/" + model + "/infer").header("Content-Type", "application/octet-stream")
+                .header("Inference-Header-Content-Length", Integer.toString(jsonLength)).POST(HttpRequest.BodyPublishers.ofByteArray(body)).build();
+    }
+
+    /** A binary-tensor request body: the JSON header, then {@code n} bytes of UINT8 data. */
+    private static byte[] binaryBody(int n, int[] jsonLength) {
+        byte[] json = ("{\"inputs\":[{\"name\":\"IN\",\"datatype\":\"UINT8\",\"shape\":[" + n + "],\"parameters\":{\"binary_data_size\":" + n + "}}]}")
+                .getBytes(StandardCharsets.UTF_8);
+        jsonLength[0] = json.length;
+        byte[] body = new byte[json.length + n];
+        System.arraycopy(json, 0, body, 0, json.length);
+        return body;
+    }
+
+    private static int infer(HttpClient client, int port, String model, int n) throws Exception {
+        int[] len = new int[1];
+        byte[] body = binaryBody(n, len);
+        return client.send(binaryInfer(port, model, body, len[0]), HttpResponse.BodyHandlers.discarding()).statusCode();
+    }
+
+    // ---- the tests ----
+
+    /**
+     * Items 1, 3, 8 (instances), 6 and 7 on one server: the floods, then Ctrl-C (SIGINT to the
+     * server's process group, as a terminal sends it) while a request is still running.
+     */
+    @Test
+    void serve_memoryAndConnectionFloods_thenCtrlC_everyRequestAnswered_nothingLeaks() throws Exception {
+        try (Serve s = new Serve("floods", "slow", "sleepy"); HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build()) {
+            s.awaitStarted();
+            int port = s.httpPort();
+            assertEquals(200, infer(client, port, "slow", 16));
+            Usage before = usage(s);
+            System.out.println("[abuse] before: " + before);
+
+            // item 1: a flood of large binary requests to a slow model on a small heap
+            int[] len = new int[1];
+            byte[] big = binaryBody(FLOOD_BYTES, len);
+            List<CompletableFuture<HttpResponse<String>>> flood = new ArrayList<>();
+            for (int i = 0; i < FLOOD_REQUESTS; i++) {
+                flood.add(client.sendAsync(binaryInfer(port, "slow", big, len[0]), HttpResponse.BodyHandlers.ofString()));
+            }
+            ConcurrentHashMap<Integer, Integer> statuses = new ConcurrentHashMap<>();
+            List<String> refusals = new ArrayList<>();
+            for (CompletableFuture<HttpResponse<String>> f : flood) {
+                HttpResponse<String> r = f.get(300, TimeUnit.SECONDS); // a dropped connection fails here: every request gets a status
+                statuses.merge(r.statusCode(), 1, Integer::sum);
+                if (r.statusCode() == 503 && refusals.size() < 1) {
+                    refusals.add(r.body());
+                }
+            }
+            System.out.println("[abuse] item 1: " + FLOOD_REQUESTS + " x " + FLOOD_BYTES + " bytes on -Xmx" + HEAP + ": statuses " + statuses);
+            assertEquals(FLOOD_REQUESTS, statuses.getOrDefault(200, 0) + statuses.getOrDefault(503, 0), "only 200 and 503: " + statuses);
+            assertTrue(statuses.getOrDefault(200, 0) > 0, "some requests are served: " + statuses);
+            if (!refusals.isEmpty()) {
+                assertTrue(refusals.getFirst().contains("memory budget"), refusals.getFirst());
+            }
+            assertTrue(s.process.isAlive(), "the server survived the flood:\n" + s.output());
+            assertFalse(s.output().contains("OutOfMemoryError"), s.output());
+            assertEquals(200, infer(client, port, "slow", 16), "the model still serves");
+            String metrics = client.send(HttpRequest.newBuilder(URI.create(s.endpoint("metrics").replace("0.0.0.0", "127.0.0.1") + "/metrics")).build(),
+                    HttpResponse.BodyHandlers.ofString()).body();
+            assertTrue(metrics.contains("backplane_memory_refused_total " + statuses.getOrDefault(503, 0)), metrics);
+
+            // item 3, scaled: idle and slowloris connections over max_connections=128 lock no client out
+            List<Socket> flooders = new ArrayList<>();
+            try {
+                for (int i = 0; i < 300; i++) {
+                    flooders.add(new Socket("127.0.0.1", port));
+                }
+                for (int i = 0; i < 50; i++) {
+                    Socket sl = new Socket("127.0.0.1", port);
+                    flooders.add(sl);
+                    OutputStream out = sl.getOutputStream();
+                    out.write("POST /v2/models/slow/infer HTTP/1.1\r\nHost: x\r\n".getBytes(StandardCharsets.ISO_8859_1));
+                    out.flush();
+                }
+                assertEquals(200, infer(client, port, "slow", 16), "a normal client is served during the floods");
+            } finally {
+                for (Socket f : flooders) {
+                    f.close();
+                }
+            }
+
+            // item 8: 10,000 instances asked for; a clear error and no stub started
+            HttpResponse<String> huge = client.send(request(port, "/v2/repository/models/huge/load").POST(HttpRequest.BodyPublishers.noBody()).build(),
+                    HttpResponse.BodyHandlers.ofString());
+            assertEquals(400, huge.statusCode(), huge.body());
+            assertTrue(huge.body().contains("10000 instances") && huge.body().contains("limit of 64 per model"), huge.body());
+            assertEquals(before.stubs(), s.stubs().size(), "no stub of 'huge' started");
+
+            // nothing leaks: threads and descriptors come back, stubs, shm files and temp folders are as before
+            await(() -> {
+                try {
+                    Usage now = usage(s);
+                    return now.threads() <= before.threads() + 4 && now.fds() <= before.fds() + 4;
+                } catch (IOException e) {
+                    return false;
+                }
+            }, Duration.ofSeconds(60), () -> "threads or descriptors did not come back: before " + before);
+            Usage after = usage(s);
+            System.out.println("[abuse] after the floods: " + after);
+            assertEquals(before.stubs(), after.stubs());
+            assertEquals(before.shmFiles(), after.shmFiles());
+            assertEquals(before.tmpEntries(), after.tmpEntries());
+
+            // items 6 and 7: Ctrl-C (SIGINT to the process group) while a request runs past the exit deadline
+            CompletableFuture<HttpResponse<Void>> running = client.sendAsync(binaryInfer(port, "sleepy", binaryBody(4, len), len[0]),
+                    HttpResponse.BodyHandlers.discarding());
+            await(() -> {
+                try {
+                    return marks("sleepy").contains("execute");
+                } catch (IOException e) {
+                    return false;
+                }
+            }, Duration.ofSeconds(60), () -> "the sleepy request did not start");
+            List<ProcessHandle> stubs = s.stubs();
+            s.signal("INT", true);
+            int code = s.awaitExit();
+            String out = s.output();
+            assertEquals(0, code, out);
+            int status = running.get(60, TimeUnit.SECONDS).statusCode();
+            System.out.println("[abuse] items 6/7: Ctrl-C exit code " + code + ", the running request got " + status);
+            assertEquals(503, status, "the request still running at the exit deadline is answered 503");
+            assertFalse(out.contains("KeyboardInterrupt"), "a stub saw the Ctrl-C:\n" + out);
+            assertTrue(marks("slow").contains("finalize"), "finalize() of 'slow' ran: " + marks("slow") + "\n" + out);
+            for (ProcessHandle stub : stubs) {
+                await(() -> !stub.isAlive(), Duration.ofSeconds(30), () -> "stub " + stub.pid() + " left running");
+            }
+            assertEquals(List.of(), shmFiles(s.pid), "shared-memory files left");
+            assertEquals(List.of(), names(tmp), "temporary files left");
+            assertEquals(List.of(), ownedBy(s.pid), "temporary folders left");
+        }
+    }
+
+    /** Item 8: a SIGKILLed server's folders and shm files are reaped at the next start; SIGTERM during a long load leaves nothing. */
+    @Test
+    void serve_killedServerLeftovers_reapedAtNextStart_sigtermDuringALongLoad_leavesNothing() throws Exception {
+        long killed;
+        try (Serve first = new Serve("killed", "slow")) {
+            first.awaitStarted();
+            killed = first.pid;
+            List<ProcessHandle> stubs = first.stubs();
+            first.signal("KILL", false);
+            first.awaitExit();
+            for (ProcessHandle stub : stubs) {
+                await(() -> !stub.isAlive(), Duration.ofSeconds(30), () -> "the stub of the killed server did not exit");
+            }
+        }
+        List<Path> left = ownedBy(killed);
+        System.out.println("[abuse] item 8: a SIGKILLed server left " + left + " and " + shmFiles(killed).size() + " shm file(s)");
+        assertFalse(left.isEmpty(), "the killed server left its folders (the problem reproduced)");
+
+        try (Serve second = new Serve("slowinit", "slowinit")) {
+            await(() -> {
+                try {
+                    return marks("slowinit").contains("initialize");
+                } catch (IOException e) {
+                    return false;
+                }
+            }, Duration.ofSeconds(240), () -> "slowinit's initialize() did not start:\n" + second.outputQuietly());
+            assertEquals(List.of(), ownedBy(killed), "the dead server's folders are reaped at the next start");
+            assertEquals(List.of(), shmFiles(killed), "the dead server's shm files are reaped at the next start");
+            List<ProcessHandle> stubs = second.stubs();
+            assertFalse(stubs.isEmpty());
+            second.signal("TERM", false); // during a load that would take 10 minutes
+            int code = second.awaitExit();
+            System.out.println("[abuse] item 8: SIGTERM during a long load: exit code " + code);
+            assertEquals(0, code, second.output());
+            for (ProcessHandle stub : stubs) {
+                await(() -> !stub.isAlive(), Duration.ofSeconds(30), () -> "stub " + stub.pid() + " left running");
+            }
+            assertEquals(List.of(), shmFiles(second.pid), "shared-memory files left");
+            assertEquals(List.of(), ownedBy(second.pid), "temporary folders left");
+            assertEquals(List.of(), names(tmp), "temporary files left");
+        }
+    }
+}
