@@ -109,6 +109,8 @@ class ServeAbuseTest {
         model(repo, "sleepy", 1, "30", "0");
         model(repo, "huge", 10_000, "0", "0");
         model(repo, "slowinit", 1, "0", "600");
+        model(repo, "echo", 2, "0", "0");
+        model(repo, "churn", 1, "0", "0");
         return repo;
     }
 
@@ -206,9 +208,13 @@ class ServeAbuseTest {
         }
 
         @Override
-        public void close() throws Exception {
+        public void close() {
             if (process.isAlive()) {
-                process.destroyForcibly().waitFor(60, TimeUnit.SECONDS);
+                try {
+                    process.destroyForcibly().waitFor(60, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
             }
         }
     }
@@ -404,6 +410,176 @@ class ServeAbuseTest {
             assertEquals(List.of(), shmFiles(s.pid), "shared-memory files left");
             assertEquals(List.of(), names(tmp), "temporary files left");
             assertEquals(List.of(), ownedBy(s.pid), "temporary folders left");
+        }
+    }
+
+    private static final Pattern OUT = Pattern.compile("\"data\":\\[(\\d+)\\]");
+
+    /**
+     * The soak (not in CI): {@code -Dbackplane.soak.minutes=N} runs N minutes of valid load mixed
+     * with cancellations, unloads and reloads, stub kills and the floods above, then checks that
+     * no request was lost (every one got a status) or answered with another's result, and prints
+     * RSS, threads and descriptors over time. Run it with
+     * {@code ./mvnw -B -pl dist -am verify -Dtest=NONE -Dsurefire.failIfNoSpecifiedTests=false
+     * -Dit.test=ServeAbuseTest#soak* -Dbackplane.soak.minutes=10}.
+     */
+    @Test
+    @org.junit.jupiter.api.condition.EnabledIfSystemProperty(named = "backplane.soak.minutes", matches = "[0-9]+")
+    @Timeout(value = 24, unit = TimeUnit.HOURS)
+    void soak_mixedLoadAndAbuse_noLostOrMismatchedResponses_flatResources() throws Exception {
+        long minutes = Long.getLong("backplane.soak.minutes", 10);
+        java.util.concurrent.atomic.AtomicLong sent = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.atomic.AtomicLong ok = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.atomic.AtomicLong refused = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.atomic.AtomicLong lost = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.atomic.AtomicLong mismatched = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.atomic.AtomicLong cancelled = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.atomic.AtomicLong stubKills = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.atomic.AtomicLong reloads = new java.util.concurrent.atomic.AtomicLong();
+        ConcurrentHashMap<Integer, Integer> statuses = new ConcurrentHashMap<>();
+        List<String> samples = java.util.Collections.synchronizedList(new ArrayList<>());
+        try (Serve s = new Serve("soak", "echo", "churn", "sleepy"); HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build()) {
+            s.awaitStarted();
+            int port = s.httpPort();
+            long end = System.nanoTime() + TimeUnit.MINUTES.toNanos(minutes);
+            List<Thread> workers = new ArrayList<>();
+            for (int c = 0; c < 4; c++) { // valid load, each result checked against its own request
+                String model = c == 3 ? "churn" : "echo";
+                workers.add(Thread.ofPlatform().start(() -> {
+                    java.util.Random rnd = new java.util.Random();
+                    while (System.nanoTime() < end) {
+                        int n = 1 + rnd.nextInt(4096);
+                        int[] len = new int[1];
+                        sent.incrementAndGet();
+                        try {
+                            // one connection per request: an idle pooled connection evicted by the floods is not a lost response
+                            String r = rawInfer(port, model, binaryBody(n, len), len[0]);
+                            Matcher st = Pattern.compile("^HTTP/1\\.1 (\\d{3}) ").matcher(r);
+                            if (!st.find()) {
+                                lost.incrementAndGet();
+                                continue;
+                            }
+                            int code = Integer.parseInt(st.group(1));
+                            statuses.merge(code, 1, Integer::sum);
+                            if (code == 200) {
+                                Matcher m = OUT.matcher(r);
+                                if (m.find() && Long.parseLong(m.group(1)) == n) {
+                                    ok.incrementAndGet();
+                                } else {
+                                    mismatched.incrementAndGet();
+                                }
+                            } else {
+                                refused.incrementAndGet();
+                            }
+                        } catch (IOException e) {
+                            lost.incrementAndGet();
+                        }
+                    }
+                }));
+            }
+            workers.add(Thread.ofPlatform().start(() -> { // cancellations: requests abandoned by their client
+                int[] len = new int[1];
+                while (System.nanoTime() < end) {
+                    CompletableFuture<HttpResponse<Void>> f = client.sendAsync(binaryInfer(port, "sleepy", binaryBody(4, len), len[0]),
+                            HttpResponse.BodyHandlers.discarding());
+                    try {
+                        Thread.sleep(200);
+                    } catch (InterruptedException e) {
+                        return;
+                    }
+                    f.cancel(true);
+                    cancelled.incrementAndGet();
+                }
+            }));
+            workers.add(Thread.ofPlatform().start(() -> { // chaos: unload/reload, stub kills, floods
+                java.util.Random rnd = new java.util.Random();
+                int[] len = new int[1];
+                byte[] big = binaryBody(FLOOD_BYTES, len);
+                while (System.nanoTime() < end) {
+                    try {
+                        switch (rnd.nextInt(4)) {
+                            case 0 -> {
+                                client.send(request(port, "/v2/repository/models/churn/unload").POST(HttpRequest.BodyPublishers.noBody()).build(),
+                                        HttpResponse.BodyHandlers.discarding());
+                                client.send(request(port, "/v2/repository/models/churn/load").POST(HttpRequest.BodyPublishers.noBody()).build(),
+                                        HttpResponse.BodyHandlers.discarding());
+                                reloads.incrementAndGet();
+                            }
+                            case 1 -> {
+                                List<ProcessHandle> stubs = s.stubs();
+                                if (!stubs.isEmpty()) {
+                                    stubs.get(rnd.nextInt(stubs.size())).destroyForcibly();
+                                    stubKills.incrementAndGet();
+                                }
+                            }
+                            case 2 -> {
+                                List<CompletableFuture<HttpResponse<Void>>> flood = new ArrayList<>();
+                                for (int i = 0; i < 8; i++) {
+                                    flood.add(client.sendAsync(binaryInfer(port, "echo", big, len[0]), HttpResponse.BodyHandlers.discarding()));
+                                }
+                                for (var f : flood) {
+                                    statuses.merge(f.get(300, TimeUnit.SECONDS).statusCode(), 1, Integer::sum);
+                                }
+                            }
+                            default -> {
+                                List<Socket> idle = new ArrayList<>();
+                                try {
+                                    for (int i = 0; i < 200; i++) {
+                                        idle.add(new Socket("127.0.0.1", port));
+                                    }
+                                } finally {
+                                    for (Socket x : idle) {
+                                        x.close();
+                                    }
+                                }
+                            }
+                        }
+                        Thread.sleep(2000);
+                    } catch (InterruptedException e) {
+                        return;
+                    } catch (Exception e) {
+                        samples.add("chaos step failed: " + e);
+                    }
+                }
+            }));
+            long started = System.nanoTime();
+            while (System.nanoTime() < end) {
+                Usage u = usage(s);
+                long rss = Files.readAllLines(Path.of("/proc", Long.toString(s.pid), "status")).stream().filter(l -> l.startsWith("VmRSS:"))
+                        .mapToLong(l -> Long.parseLong(l.replaceAll("[^0-9]", ""))).findFirst().orElse(-1);
+                String line = String.format("[soak] t=%4ds rss=%6d MiB threads=%4d fds=%4d stubs=%d shm=%d sent=%d ok=%d refused=%d lost=%d mismatched=%d",
+                        TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - started), rss / 1024, u.threads(), u.fds(), u.stubs(), u.shmFiles(),
+                        sent.get(), ok.get(), refused.get(), lost.get(), mismatched.get());
+                System.out.println(line);
+                samples.add(line);
+                Thread.sleep(30_000);
+            }
+            for (Thread t : workers) {
+                t.join(TimeUnit.MINUTES.toMillis(6));
+            }
+            System.out.println("[soak] " + minutes + " min: sent " + sent + ", ok " + ok + ", other statuses " + refused + " " + statuses + ", lost " + lost
+                    + ", mismatched " + mismatched + ", cancelled " + cancelled + ", stub kills " + stubKills + ", unload/reloads " + reloads);
+            Files.write(DIST.getParent().resolve("soak.txt"), samples);
+            assertEquals(0, lost.get(), "requests without a status");
+            assertEquals(0, mismatched.get(), "responses carrying another request's result");
+            s.signal("TERM", false);
+            assertEquals(0, s.awaitExit(), s.output());
+            assertEquals(List.of(), shmFiles(s.pid), "shared-memory files left");
+            assertEquals(List.of(), ownedBy(s.pid), "temporary folders left");
+        }
+    }
+
+    /** One request on a connection of its own ({@code Connection: close}); the whole answer, or "" when the server closed without one. */
+    private static String rawInfer(int port, String model, byte[] body, int jsonLength) throws IOException {
+        try (Socket sock = new Socket("127.0.0.1", port)) {
+            sock.setSoTimeout(300_000);
+            OutputStream out = sock.getOutputStream();
+            out.write(("POST /v2/models/" + model + "/infer HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/octet-stream\r\n"
+                    + "Inference-Header-Content-Length: " + jsonLength + "\r\nContent-Length: " + body.length + "\r\n\r\n")
+                    .getBytes(StandardCharsets.ISO_8859_1));
+            out.write(body);
+            out.flush();
+            return new String(sock.getInputStream().readAllBytes(), StandardCharsets.ISO_8859_1);
         }
     }
 

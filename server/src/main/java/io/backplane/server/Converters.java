@@ -44,6 +44,47 @@ final class Converters {
         }
     }
 
+    /** A count, at least 0. */
+    static final class Count implements ITypeConverter<Integer> {
+        @Override
+        public Integer convert(String value) {
+            int n = integer(value, "a whole number");
+            if (n < 0) {
+                throw new TypeConversionException("'" + value + "' is negative; give 0 or more");
+            }
+            return n;
+        }
+    }
+
+    /** A count, at least 1. */
+    static final class PositiveCount implements ITypeConverter<Integer> {
+        @Override
+        public Integer convert(String value) {
+            int n = integer(value, "a whole number");
+            if (n < 1) {
+                throw new TypeConversionException("'" + value + "' must be at least 1");
+            }
+            return n;
+        }
+    }
+
+    /** A number of bytes, at least 1. */
+    static final class Bytes implements ITypeConverter<Long> {
+        @Override
+        public Long convert(String value) {
+            long n;
+            try {
+                n = Long.parseLong(value.strip());
+            } catch (NumberFormatException e) {
+                throw new TypeConversionException("'" + value + "' is not a number of bytes");
+            }
+            if (n < 1) {
+                throw new TypeConversionException("'" + value + "' must be at least 1 (bytes)");
+            }
+            return n;
+        }
+    }
+
     /** {@code <plugin>,<key>=<value>}, as in Triton's {@code --backend-config=python,shm_initial_bytes=1048576}. */
     static final class PluginSetting implements ITypeConverter<PluginOption> {
         @Override

@@ -157,21 +157,21 @@ final class ServeCommand implements Callable<Integer> {
                     + "or UNAVAILABLE/CANCELLED (gRPC) (default: ${DEFAULT-VALUE}).")
     int exitTimeoutSecs;
 
-    @Option(names = "--memory-budget-bytes", paramLabel = "<bytes>",
+    @Option(names = "--memory-budget-bytes", paramLabel = "<bytes>", converter = Converters.Bytes.class,
             description = "Bytes that requests read by the frontends may hold at once; a request that does not fit is refused at once "
                     + "(HTTP 503, gRPC RESOURCE_EXHAUSTED) before its body is read (default: a quarter of the smaller of the heap and "
                     + "direct-memory limits).")
     @Nullable Long memoryBudgetBytes;
 
-    @Option(names = "--default-max-queue-size", paramLabel = "<n>", defaultValue = "1024",
+    @Option(names = "--default-max-queue-size", paramLabel = "<n>", defaultValue = "1024", converter = Converters.Count.class,
             description = "Requests a model may queue when its config sets no max_queue_size; 0: unbounded (default: ${DEFAULT-VALUE}).")
     int defaultMaxQueueSize;
 
-    @Option(names = "--max-instances-per-model", paramLabel = "<n>", defaultValue = "64",
+    @Option(names = "--max-instances-per-model", paramLabel = "<n>", defaultValue = "64", converter = Converters.PositiveCount.class,
             description = "Instances one model may ask for (instance_group count); a config above it fails to load (default: ${DEFAULT-VALUE}).")
     int maxInstancesPerModel;
 
-    @Option(names = "--max-instances-per-host", paramLabel = "<n>", defaultValue = "256",
+    @Option(names = "--max-instances-per-host", paramLabel = "<n>", defaultValue = "256", converter = Converters.PositiveCount.class,
             description = "Instances all loaded models together may have; a load above it fails (default: ${DEFAULT-VALUE}).")
     int maxInstancesPerHost;
 
@@ -208,13 +208,9 @@ final class ServeCommand implements Callable<Integer> {
                 .modelControlMode(mode)
                 .pollInterval(Duration.ofSeconds(pollSecs))
                 .unloadTimeout(exitTimeoutSecs == 0 ? Duration.ofMillis(1) : Duration.ofSeconds(exitTimeoutSecs));
-        try {
-            builder.defaultMaxQueueSize(defaultMaxQueueSize).maxInstancesPerModel(maxInstancesPerModel).maxInstancesPerHost(maxInstancesPerHost);
-            if (memoryBudgetBytes != null) {
-                builder.memoryBudget(memoryBudgetBytes);
-            }
-        } catch (IllegalArgumentException e) {
-            throw new ParameterException(spec.commandLine(), "Invalid limit: " + e.getMessage());
+        builder.defaultMaxQueueSize(defaultMaxQueueSize).maxInstancesPerModel(maxInstancesPerModel).maxInstancesPerHost(maxInstancesPerHost);
+        if (memoryBudgetBytes != null) {
+            builder.memoryBudget(memoryBudgetBytes);
         }
         repositories.forEach(builder::modelRepository);
         loadModels.forEach(builder::loadModel);

@@ -64,6 +64,11 @@ class CliOptionsTest {
         "--exit-timeout-secs    | soon       | Invalid value for option '--exit-timeout-secs': 'soon' is not a number of seconds",
         "--repository-poll-secs | 0          | Invalid value for option '--repository-poll-secs': '0' must be at least 1",
         "--log-verbose          | loud       | Invalid value for option '--log-verbose'",
+        "--memory-budget-bytes  | 0          | Invalid value for option '--memory-budget-bytes': '0' must be at least 1 (bytes)",
+        "--memory-budget-bytes  | lots       | Invalid value for option '--memory-budget-bytes': 'lots' is not a number of bytes",
+        "--default-max-queue-size | -1       | Invalid value for option '--default-max-queue-size': '-1' is negative",
+        "--max-instances-per-model | 0       | Invalid value for option '--max-instances-per-model': '0' must be at least 1",
+        "--max-instances-per-host | many     | Invalid value for option '--max-instances-per-host': 'many' is not a whole number",
     })
     void serve_badValue_exitCode2_messageNamesOption(String option, String value, String message) {
         int code = cli().execute("serve", option, value);
@@ -123,7 +128,8 @@ class CliOptionsTest {
         assertTrue(out.toString().contains("serve") && out.toString().contains("bench"), out.toString());
         assertEquals(0, cli().execute("serve", "--help"));
         for (String o : List.of("--model-repository", "--model-control-mode", "--load-model", "--repository-poll-secs", "--http-port", "--grpc-port",
-                "--metrics-port", "--backend-directory", "--bundled-backends", "--backend-config", "--exit-timeout-secs", "--log-verbose")) {
+                "--metrics-port", "--backend-directory", "--bundled-backends", "--backend-config", "--exit-timeout-secs", "--log-verbose",
+                "--memory-budget-bytes", "--default-max-queue-size", "--max-instances-per-model", "--max-instances-per-host")) {
             assertTrue(out.toString().contains(o), o + " missing from serve --help:\n" + out);
         }
         assertTrue(out.toString().contains("default: 8000"), out.toString());
@@ -144,6 +150,10 @@ class CliOptionsTest {
         assertEquals(30, s.exitTimeoutSecs);
         assertEquals(15, s.pollSecs);
         assertEquals(0, s.logVerbose);
+        assertNull(s.memoryBudgetBytes);
+        assertEquals(1024, s.defaultMaxQueueSize);
+        assertEquals(64, s.maxInstancesPerModel);
+        assertEquals(256, s.maxInstancesPerHost);
         assertNull(s.controlMode);
         assertTrue(s.allowHttp && s.allowGrpc && s.allowMetrics);
     }

@@ -26,7 +26,7 @@ final class LimitedAggregator extends HttpObjectAggregator {
 
     @Override
     protected void handleOversizedMessage(ChannelHandlerContext ctx, HttpMessage oversized) {
-        String msg = "request body exceeds the limit of " + limit + " bytes (option max_body_bytes)";
+        String msg = "request body exceeds the limit of " + limit + " bytes (options max_body_bytes, max_binary_body_bytes)";
         ctx.writeAndFlush(Responses.error(HttpResponseStatus.REQUEST_ENTITY_TOO_LARGE, msg, false))
                 .addListener(f -> halfCloseAndLinger(ctx, f.isSuccess()));
     }
