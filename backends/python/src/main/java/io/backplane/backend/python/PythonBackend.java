@@ -110,6 +110,10 @@ final class PythonBackend implements Backend {
 
     @Override
     public void close() {
+        int unlinked = SharedRegion.unlinkAll(socketDirectory);
+        if (unlinked > 0) {
+            log.warn("removed the shared-memory files of {} stub(s) whose clean-up was still running at close", unlinked);
+        }
         deleteTree(socketDirectory);
         deleteTree(stubDirectory);
     }

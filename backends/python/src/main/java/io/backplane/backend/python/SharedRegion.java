@@ -18,6 +18,7 @@ import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -59,9 +60,48 @@ final class SharedRegion implements AutoCloseable {
     private long totalBytes;
     private boolean closed;
 
+    /** The prefixes of the regions not yet closed, by owner (a backend's socket folder); see {@link #unlinkAll}. */
+    private static final Map<Path, Set<String>> LIVE = new ConcurrentHashMap<>();
+    private @org.jspecify.annotations.Nullable Path owner;
+
     private SharedRegion(String prefix, long maxBytes) {
         this.prefix = prefix;
         this.maxBytes = maxBytes;
+    }
+
+    /** A region owned by {@code owner}: {@link #unlinkAll(Path)} removes its files if it is still open then. */
+    static SharedRegion create(int generation, long initialBytes, long maxBytes, Path owner) {
+        SharedRegion r = create(generation, initialBytes, maxBytes);
+        synchronized (r) {
+            if (!r.closed) {
+                r.owner = owner;
+                LIVE.computeIfAbsent(owner, o -> ConcurrentHashMap.newKeySet()).add(r.prefix);
+            }
+        }
+        return r;
+    }
+
+    /**
+     * Unlinks the files of the regions of {@code owner} that are still open: a backend closing
+     * while a stub's clean-up still runs in the background (a bounded shutdown moved on) leaves no
+     * file behind. The memory stays mapped until the region closes; the files are gone at once.
+     * Returns how many regions were unlinked.
+     */
+    static int unlinkAll(Path owner) {
+        Set<String> prefixes = LIVE.remove(owner);
+        if (prefixes == null) {
+            return 0;
+        }
+        int n = 0;
+        for (String p : prefixes) {
+            try {
+                deleteMatching(p + "-");
+                n++;
+            } catch (UncheckedIOException e) {
+                log.warn("cannot remove the shared-memory files {}-*", p, e);
+            }
+        }
+        return n;
     }
 
     static SharedRegion create(int generation, long initialBytes, long maxBytes) {
@@ -259,6 +299,12 @@ final class SharedRegion implements AutoCloseable {
                 return;
             }
             closed = true;
+            if (owner != null) {
+                Set<String> live = LIVE.get(owner);
+                if (live != null) {
+                    live.remove(prefix);
+                }
+            }
         }
         try {
             arena.close();

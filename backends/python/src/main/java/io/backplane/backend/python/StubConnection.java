@@ -265,7 +265,7 @@ final class StubConnection {
         AtomicBoolean handshakeDone = new AtomicBoolean();
         AtomicBoolean timedOut = new AtomicBoolean();
         try {
-            region = SharedRegion.create(generation, settings.shmInitialBytes(), settings.shmMaxBytes());
+            region = SharedRegion.create(generation, settings.shmInitialBytes(), settings.shmMaxBytes(), socketDir);
             ctl = region.control();
             try (ServerSocketChannel server = ServerSocketChannel.open(StandardProtocolFamily.UNIX)) {
                 server.bind(UnixDomainSocketAddress.of(socketPath));
