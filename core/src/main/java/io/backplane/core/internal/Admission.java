@@ -50,12 +50,12 @@ final class Admission implements RequestState.Hold {
     private @Nullable BatchGuard queue;
     private List<InstanceSlot> inline = List.of();
 
-    Admission(String name, long version, ModelConfig config, HostContext host, @Nullable ResponseOrder order) {
+    Admission(String name, long version, ModelConfig config, HostContext host, @Nullable ResponseOrder order, Classification classes) {
         this.name = requireNonNull(name, "name is null");
         this.version = version;
         this.config = requireNonNull(config, "config is null");
         this.host = requireNonNull(host, "host is null");
-        this.origin = new RequestState.Origin(name, version, config, this, order, host);
+        this.origin = new RequestState.Origin(name, version, config, this, order, host, classes);
     }
 
     /** What every request of this version carries: the version's facts and this hold. */
@@ -101,6 +101,7 @@ final class Admission implements RequestState.Hold {
                     + "(REST: POST /v2/models/" + name + "/generate_stream; gRPC: ModelStreamInfer; Java: InferenceService.stream)");
         }
         int batchSize = RequestValidator.validate(config, request);
+        Classification.validate(config, request);
         request = Reshape.toBackend(config, request);
         int level = priorityLevel(request);
         RequestState r = new RequestState(host.nextRequestId(), request, origin, sink, batchSize, level, host.ticker().nanoTime());

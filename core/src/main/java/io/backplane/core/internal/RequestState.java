@@ -63,8 +63,10 @@ final class RequestState implements ScheduledRequest, ResponseSender {
      * The version a request belongs to, as the request sees it: fixed facts, its hold, and the
      * reorder stage (null unless the model preserves ordering). One per model version.
      */
-    record Origin(String model, long version, ModelConfig config, Hold hold, @Nullable ResponseOrder order, HostContext host) {
+    record Origin(String model, long version, ModelConfig config, Hold hold, @Nullable ResponseOrder order, HostContext host,
+            Classification classes) {
         Origin {
+            requireNonNull(classes, "classes is null");
             requireNonNull(model, "model is null");
             requireNonNull(config, "config is null");
             requireNonNull(hold, "hold is null");
@@ -243,14 +245,25 @@ final class RequestState implements ScheduledRequest, ResponseSender {
 
     /** Releases the hold first (L3: a client that saw the FINAL finds the version free), then delivers. */
     private void finish(@Nullable InferenceResponse response) {
+        InferenceResponse last = null;
         BackplaneException e = response == null ? null : response.error();
+        if (e == null && response != null) {
+            try {
+                last = stamp(response);
+            } catch (BackplaneException bad) {
+                e = bad;
+            } catch (RuntimeException bad) {
+                e = new BackplaneException(ErrorCode.INTERNAL, describe() + ": its response cannot be delivered: " + bad, bad);
+            }
+        }
         if (e != null) {
-            origin.hold().release(this, e.code() == ErrorCode.CANCELLED ? Outcome.CANCELED : Outcome.BACKEND);
-            deliverFinal(() -> sink.failed(e));
+            BackplaneException error = e;
+            origin.hold().release(this, error.code() == ErrorCode.CANCELLED ? Outcome.CANCELED : Outcome.BACKEND);
+            deliverFinal(() -> sink.failed(error));
         } else {
             origin.hold().release(this, Outcome.SUCCESS);
-            InferenceResponse last = response == null ? null : stamp(response);
-            deliverFinal(() -> sink.last(last));
+            InferenceResponse delivered = last;
+            deliverFinal(() -> sink.last(delivered));
         }
     }
 
@@ -351,7 +364,8 @@ final class RequestState implements ScheduledRequest, ResponseSender {
                 out = InferenceResponse.of(kept, r.parameters());
             }
         }
-        return HostResponses.stamp(Reshape.toClient(origin.config(), out), origin.model(), origin.version(), request.id());
+        InferenceResponse client = origin.classes().apply(request, Reshape.toClient(origin.config(), out), origin.config().batches());
+        return HostResponses.stamp(client, origin.model(), origin.version(), request.id());
     }
 
     /** Delivers the terminal outcome: at once, or through the model's reorder stage (preserve_ordering). */
