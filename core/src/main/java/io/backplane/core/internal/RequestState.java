@@ -89,6 +89,9 @@ final class RequestState implements ScheduledRequest, ResponseSender {
     /** The request whose execution started this one (a BLS call), or null. */
     private final @Nullable RequestState parent;
     private volatile @Nullable ChildRequests children;
+    /** Set on a response-cache miss: where the successful response is stored. */
+    private volatile @Nullable ResponseCache cache;
+    private volatile ResponseCache.@Nullable Key cacheKey;
 
     RequestState(long id, InferenceRequest request, Origin origin, ResponseSink sink, int batchSize, int priorityLevel, long arrivalNanos) {
         this.id = id;
@@ -248,6 +251,7 @@ final class RequestState implements ScheduledRequest, ResponseSender {
         InferenceResponse last = null;
         BackplaneException e = response == null ? null : response.error();
         if (e == null && response != null) {
+            store(response);
             try {
                 last = stamp(response);
             } catch (BackplaneException bad) {
@@ -264,6 +268,28 @@ final class RequestState implements ScheduledRequest, ResponseSender {
             origin.hold().release(this, Outcome.SUCCESS);
             InferenceResponse delivered = last;
             deliverFinal(() -> sink.last(delivered));
+        }
+    }
+
+    /** Marks this request to have its successful response stored in {@code c} under {@code key}. */
+    void storeOnSuccess(ResponseCache c, ResponseCache.Key key) {
+        cacheKey = key;
+        cache = c;
+    }
+
+    private void store(InferenceResponse response) {
+        ResponseCache c = cache;
+        ResponseCache.Key key = cacheKey;
+        if (c == null || key == null) {
+            return;
+        }
+        long start = origin.host().ticker().nanoTime();
+        try {
+            if (c.insert(key, response)) {
+                origin.host().listener().cacheInserted(origin.model(), origin.version(), origin.host().ticker().nanoTime() - start);
+            }
+        } catch (RuntimeException e) {
+            log.warn("{}: its response could not be stored in the response cache; the request is unaffected", describe(), e);
         }
     }
 
