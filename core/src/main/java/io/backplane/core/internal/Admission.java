@@ -117,7 +117,7 @@ final class Admission implements RequestState.Hold {
                     + (s == ModelState.UNLOADING ? "unloading" : "not available") + "; retry once it is loaded");
         }
         host.listener().requestAccepted(name, version);
-        if (cache != null && answeredFromCache(cache, r)) {
+        if (cache != null && !(sink instanceof Warmup.Sink) && answeredFromCache(cache, r)) {
             return r;
         }
         BatchGuard q = requireNonNull(queue, "queue");

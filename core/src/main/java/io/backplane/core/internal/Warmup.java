@@ -166,21 +166,7 @@ final class Warmup {
         for (Sample s : samples) {
             for (int i = 0; i < s.count(); i++) {
                 CompletableFuture<@Nullable Void> done = new CompletableFuture<>();
-                ResponseSink sink = new ResponseSink() {
-                    @Override
-                    public void partial(InferenceResponse response) {
-                    }
-
-                    @Override
-                    public void last(@Nullable InferenceResponse last) {
-                        done.complete(null);
-                    }
-
-                    @Override
-                    public void failed(BackplaneException error) {
-                        done.completeExceptionally(error);
-                    }
-                };
+                ResponseSink sink = new Sink(done);
                 RequestState r;
                 try {
                     r = admit.apply(s.request(), sink);
@@ -200,6 +186,23 @@ final class Warmup {
                     throw failed(model, s, new BackplaneException(ErrorCode.CANCELLED, "interrupted"));
                 }
             }
+        }
+    }
+
+    /** Where a warm-up request's outcome goes; the admission knows it by its type (no response cache for warm-up). */
+    record Sink(CompletableFuture<@Nullable Void> done) implements ResponseSink {
+        @Override
+        public void partial(InferenceResponse response) {
+        }
+
+        @Override
+        public void last(@Nullable InferenceResponse last) {
+            done.complete(null);
+        }
+
+        @Override
+        public void failed(BackplaneException error) {
+            done.completeExceptionally(error);
         }
     }
 
