@@ -183,6 +183,7 @@ final class ServeCommand implements Callable<Integer> {
         List<Path> backends = backendsDirectories();
         ModelControlMode mode = controlMode();
         builtinOptions("grpc"); // bad TLS flags fail here, before anything starts
+        cacheBytes(); // and bad cache flags
         try (LogLevels.Restore _ = LogLevels.verbose("io.backplane", logVerbose)) {
             return serve(repositories, backends, mode);
         }

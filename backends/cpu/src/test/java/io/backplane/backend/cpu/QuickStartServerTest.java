@@ -306,6 +306,7 @@ class QuickStartServerTest {
             assertEquals(2, inference.get("cache_hit").get("count").asLong(), inference.toString());
             assertTrue(inference.get("cache_miss").get("count").asLong() >= 1, inference.toString());
 
+            assertTrue(JSON.readTree(get(client, http + "/v2/models/densenet_cached/config").body()).get("response_cache").get("enable").asBoolean());
             String metrics = get(client, s.metrics()).body();
             assertTrue(metrics.contains("nv_cache_num_hits_per_model{model=\"densenet_cached\",version=\"1\"} 2"), metrics);
             assertTrue(metrics.contains("nv_cache_num_misses_per_model{model=\"densenet_cached\",version=\"1\"}"), metrics);

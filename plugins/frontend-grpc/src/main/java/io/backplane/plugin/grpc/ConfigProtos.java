@@ -72,6 +72,10 @@ final class ConfigProtos {
             }
             b.setDynamicBatching(d);
         }
+        boolean cached = c.section("response_cache").flatMap(n -> n.value("enable")).map(v -> v.equals("true") || v.equals("1")).orElse(false);
+        if (cached) {
+            b.setResponseCache(io.backplane.protocol.inference.ModelResponseCache.newBuilder().setEnable(true));
+        }
         for (Map.Entry<String, String> e : c.parameters().entrySet()) {
             b.putParameters(e.getKey(), ModelParameter.newBuilder().setStringValue(e.getValue()).build());
         }

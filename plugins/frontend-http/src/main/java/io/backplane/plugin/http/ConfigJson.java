@@ -95,6 +95,10 @@ final class ConfigJson {
             g.writeObjectFieldStart("model_transaction_policy");
             g.writeBooleanField("decoupled", c.decoupled());
             g.writeEndObject();
+            g.writeObjectFieldStart("response_cache");
+            g.writeBooleanField("enable", c.section("response_cache").flatMap(n -> n.value("enable")).map(v -> v.equals("true") || v.equals("1"))
+                    .orElse(false));
+            g.writeEndObject();
             g.writeEndObject();
         });
     }
