@@ -52,7 +52,7 @@ final class Warmup {
             String name = w.value("name").orElse("");
             String what = "model '" + config.name() + "' warm-up sample '" + name + "'";
             int batch = Integer.parseInt(w.value("batch_size").orElse("1"));
-            int count = Math.max(1, Integer.parseInt(w.value("count").orElse("0")));
+            int count = Math.clamp(Long.parseLong(w.value("count").orElse("0")), 1, Integer.MAX_VALUE);
             InferenceRequest.Builder b = InferenceRequest.builder(config.name()).id("warmup-" + name);
             for (ConfigNode entry : w.sections("inputs")) {
                 String input = entry.value("key").orElse("");
