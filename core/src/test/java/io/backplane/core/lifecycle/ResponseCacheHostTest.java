@@ -96,6 +96,45 @@ class ResponseCacheHostTest {
         assertEquals(2, s.executionCount(), "hits do not execute");
     }
 
+    /**
+     * Many clients, few distinct inputs, a cache that holds only some of them: every answer is its
+     * own input doubled (no hit hands out another request's or a reused buffer's data), every
+     * request is a hit or a miss, and nothing is left open.
+     */
+    @Test
+    void concurrentClients_smallCache_everyAnswerMatchesItsOwnRequest() throws Exception {
+        model("c", "response_cache { enable: true }");
+        BackplaneHost h = start(6 * (8 + 64)); // room for 6 of the 20 distinct responses
+        int threads = 8;
+        int perThread = 100;
+        java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
+        List<Throwable> errors = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+        List<Thread> all = new java.util.ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            all.add(Thread.ofPlatform().start(() -> {
+                try {
+                    go.await();
+                    for (int i = 0; i < perThread; i++) {
+                        float v = java.util.concurrent.ThreadLocalRandom.current().nextInt(20);
+                        assertArrayEquals(new float[] {2 * v, 2 * v + 2}, infer(h, "c", v, v + 1));
+                    }
+                } catch (Throwable e) {
+                    errors.add(e);
+                }
+            }));
+        }
+        go.countDown();
+        for (Thread t : all) {
+            t.join();
+        }
+        assertEquals(List.of(), errors);
+        ModelStatistics s = h.statistics("c", 1).getFirst();
+        assertEquals(threads * perThread, s.success().count());
+        assertEquals(threads * perThread, s.cacheHit().count() + s.cacheMiss().count());
+        assertEquals(s.cacheMiss().count(), executed.get(), "every miss executed once, no hit did");
+        assertEquals(0, h.openRequests());
+    }
+
     @Test
     void cacheExclusions_modelWithoutTheField_requestWithACorrelationId_hostWithoutACache() throws Exception {
         model("plain", "");
