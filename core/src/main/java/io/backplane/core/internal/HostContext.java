@@ -35,12 +35,26 @@ public final class HostContext {
     private final boolean callerRuns;
     private final CustomMetrics customMetrics = new CustomMetrics();
     private volatile @org.jspecify.annotations.Nullable ModelRegistry registry;
+    private final @org.jspecify.annotations.Nullable ResponseCache responseCache;
     private final HostOptions.Limits limits;
     private final MemoryBudget memory;
     private final java.util.concurrent.atomic.AtomicInteger instances = new java.util.concurrent.atomic.AtomicInteger();
 
     public HostContext(Ticker ticker, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax, List<HostListener> initial,
-            boolean callerRuns, HostOptions.Limits limits) {
+            boolean callerRuns) {
+        this(ticker, unloadTimeout, restartBackoffMin, restartBackoffMax, initial, callerRuns, 0, HostOptions.Limits.defaults());
+    }
+
+    /** As the other constructor, with a response cache of {@code responseCacheBytes} (0: none). */
+    public HostContext(Ticker ticker, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax, List<HostListener> initial,
+            boolean callerRuns, long responseCacheBytes) {
+        this(ticker, unloadTimeout, restartBackoffMin, restartBackoffMax, initial, callerRuns, responseCacheBytes, HostOptions.Limits.defaults());
+    }
+
+    /** As the other constructors, with the host's bounds ({@link HostOptions.Limits}). */
+    public HostContext(Ticker ticker, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax, List<HostListener> initial,
+            boolean callerRuns, long responseCacheBytes, HostOptions.Limits limits) {
+        this.responseCache = responseCacheBytes > 0 ? new ResponseCache(responseCacheBytes) : null;
         this.ticker = requireNonNull(ticker, "ticker is null");
         this.unloadTimeout = requireNonNull(unloadTimeout, "unloadTimeout is null");
         this.restartBackoffMin = requireNonNull(restartBackoffMin, "restartBackoffMin is null");
@@ -90,6 +104,11 @@ public final class HostContext {
 
     void releaseInstances(int count) {
         instances.addAndGet(-count);
+    }
+
+    /** The host-wide response cache, or null when the host has none. */
+    public @org.jspecify.annotations.Nullable ResponseCache responseCache() {
+        return responseCache;
     }
 
     /** The host-wide custom metric families (ModelContext.metrics()). */
