@@ -321,7 +321,9 @@ class BatcherConcurrencyTest {
     void tenThousandSubmitsReleasedTogether() throws Exception {
         Checker checker = new Checker(32, false, 500);
         backend.on("m", checker);
-        host = BatchFixture.host(backend).batcher(checker.order).model(model("m", 32, dynamic(1000), 2).build()).loadModel("m").build();
+        // 10,000 requests queue at once on purpose: no default queue bound
+        host = BatchFixture.host(backend).defaultMaxQueueSize(0).batcher(checker.order).model(model("m", 32, dynamic(1000), 2).build()).loadModel("m")
+                .build();
         CountDownLatch go = new CountDownLatch(1);
         int n = 10_000;
         List<CompletableFuture<InferenceResponse>> fs = new ArrayList<>(n);

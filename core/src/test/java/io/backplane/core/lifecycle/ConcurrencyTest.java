@@ -302,7 +302,8 @@ class ConcurrencyTest {
                 r.sender().sendFinal(ScriptedBackend.echo(r));
             }
         });
-        BackplaneHost host = BackplaneHost.builder().backend(backend).model(twoInstances("m")).build();
+        // 4,000 requests may queue at once: no default queue bound
+        BackplaneHost host = BackplaneHost.builder().backend(backend).defaultMaxQueueSize(0).model(twoInstances("m")).build();
         try (var pool = java.util.concurrent.Executors.newFixedThreadPool(8)) {
             List<CompletableFuture<InferenceResponse>> fs = new ArrayList<>();
             for (int i = 0; i < 4000; i++) {
