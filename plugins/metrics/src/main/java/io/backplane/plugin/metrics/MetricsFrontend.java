@@ -200,7 +200,9 @@ final class MetricsFrontend implements Frontend {
     String scrape() {
         StringBuilder out = new StringBuilder(backplane ? registry.scrape() : "");
         out.append(CustomMetricsText.render(service.customMetrics()));
-        memory(out, service.memoryUsage());
+        if (backplane) {
+            memory(out, service.memoryUsage());
+        }
         TritonMetrics t = triton;
         if (t != null) {
             t.render(out);

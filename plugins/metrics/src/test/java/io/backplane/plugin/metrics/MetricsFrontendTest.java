@@ -160,6 +160,7 @@ class MetricsFrontendTest {
                 bpOnly.start();
                 String text = bpOnly.scrape();
                 assertTrue(text.contains("backplane_inference_success_total{"), text);
+                assertTrue(text.contains("\nbackplane_memory_held_bytes 0\n") && text.contains("\nbackplane_memory_refused_total 0\n"), text);
                 assertFalse(text.contains("nv_"), text);
             }
             BackplaneException e = assertThrows(BackplaneException.class, () -> new MetricsFrontendFactory().create(TestSupport.context(host,
