@@ -49,6 +49,7 @@ final class Admission implements RequestState.Hold {
     // set once by open(), before the state becomes READY; read only after admit saw READY
     private @Nullable BatchGuard queue;
     private List<InstanceSlot> inline = List.of();
+    private @Nullable EnsembleScheduler ensemble;
 
     Admission(String name, long version, ModelConfig config, HostContext host, @Nullable ResponseOrder order) {
         this.name = requireNonNull(name, "name is null");
@@ -74,6 +75,13 @@ final class Admission implements RequestState.Hold {
     void open(BatchGuard queue, List<InstanceSlot> callerRuns) {
         this.queue = requireNonNull(queue, "queue is null");
         this.inline = List.copyOf(callerRuns);
+        state.set(ModelState.READY);
+        host.listener().versionLoaded(name, version);
+    }
+
+    /** Starts admitting to an ensemble: requests start at once in {@code scheduler}. LOADING → READY. */
+    void openEnsemble(EnsembleScheduler scheduler) {
+        this.ensemble = requireNonNull(scheduler, "scheduler is null");
         state.set(ModelState.READY);
         host.listener().versionLoaded(name, version);
     }
@@ -112,6 +120,12 @@ final class Admission implements RequestState.Hold {
                     + (s == ModelState.UNLOADING ? "unloading" : "not available") + "; retry once it is loaded");
         }
         host.listener().requestAccepted(name, version);
+        EnsembleScheduler e = ensemble;
+        if (e != null) {
+            r.tryDispatch(host.ticker().nanoTime()); // nothing queues: the request runs from now on
+            e.start(r);
+            return r;
+        }
         BatchGuard q = requireNonNull(queue, "queue");
         // A child (BLS) never runs on its caller's thread: that is often a backend's I/O thread.
         if (!inline.isEmpty() && !(sink instanceof ChildRequests.Link) && q.isIdle()) {
