@@ -292,6 +292,12 @@ public final class ModelRegistry {
         }
     }
 
+    /** Whether {@code v} is still one of its model's current versions (no reload swapped it out). */
+    boolean isCurrent(ModelVersion v) {
+        Entry e = entries.get(v.name());
+        return e != null && e.versions.containsValue(v);
+    }
+
     /** Whether some version of {@code name} is loaded (a composing model loaded with its ensemble, at start). */
     public boolean isLoaded(String name) {
         Entry e = entries.get(name);
