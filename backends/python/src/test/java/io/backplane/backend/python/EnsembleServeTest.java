@@ -21,6 +21,7 @@ import io.backplane.spi.host.InferenceService;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
+import io.backplane.testkit.Await;
 import io.grpc.stub.StreamObserver;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -265,6 +266,102 @@ class EnsembleServeTest {
             } finally {
                 channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
             }
+        }
+    }
+
+    /**
+     * Many concurrent requests to the Triton-shaped ensemble race random cancellation and the
+     * unload/reload of a composing python model: each ends exactly once (one terminal call), the
+     * host holds no request afterwards, and no stub or shared-memory file is left (after each test).
+     */
+    @Test
+    void randomized_ensembleRequestsRaceCancelAndComposingReload_eachEndsOnce_nothingLeft() throws Exception {
+        try (BackplaneHost host = BackplaneHost.builder().modelRepository(repository()).modelControlMode(ModelControlMode.EXPLICIT)
+                .unloadTimeout(Duration.ofSeconds(5)).loadModel("ensemble").build()) {
+            int threads = 4;
+            int atLeast = 10; // per thread, and more while the reloads go on (bounded by limit)
+            int limit = 400;
+            List<Terminals> all = java.util.Collections.synchronizedList(new ArrayList<>());
+            java.util.concurrent.CountDownLatch gate = new java.util.concurrent.CountDownLatch(1);
+            java.util.concurrent.atomic.AtomicBoolean reloading = new java.util.concurrent.atomic.AtomicBoolean(true);
+            List<Thread> workers = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                workers.add(Thread.ofPlatform().start(() -> {
+                    try {
+                        gate.await();
+                        java.util.concurrent.ThreadLocalRandom rnd = java.util.concurrent.ThreadLocalRandom.current();
+                        for (int i = 0; i < limit && (i < atLeast || reloading.get()); i++) {
+                            Terminals o = new Terminals();
+                            all.add(o);
+                            var h = host.stream(io.backplane.spi.InferenceRequest.builder("ensemble")
+                                    .input(io.backplane.spi.Tensor.ofFloats("INPUT0", new long[] {4}, i, 2, 3, 4))
+                                    .input(io.backplane.spi.Tensor.ofFloats("INPUT1", new long[] {4}, 1, 1, 1, 1)).build(), o);
+                            if (rnd.nextInt(3) == 0) {
+                                h.cancel();
+                            }
+                            if (rnd.nextBoolean()) {
+                                o.end.get(60, TimeUnit.SECONDS); // some wait, some pile up: requests span the reloads
+                            }
+                        }
+                    } catch (Exception e) {
+                        throw new AssertionError(e);
+                    }
+                }));
+            }
+            Thread reloader = Thread.ofPlatform().start(() -> {
+                try {
+                    gate.await();
+                    for (int i = 0; i < 3; i++) {
+                        host.unload("add_sub_2");
+                        host.load("add_sub_2");
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                } finally {
+                    reloading.set(false);
+                }
+            });
+            gate.countDown();
+            for (Thread w : workers) {
+                w.join();
+            }
+            reloader.join();
+            int succeeded = 0;
+            for (Terminals o : all) {
+                o.end.get(60, TimeUnit.SECONDS);
+                assertEquals(1, o.terminals.get(), "one terminal call per request");
+                if (o.end.get() == null) {
+                    succeeded++;
+                    assertEquals(1, o.responses.get());
+                }
+            }
+            assertTrue(succeeded > 0, "some requests succeeded");
+            Await.until(() -> host.openRequests() == 0, Duration.ofSeconds(30), "no request open");
+            assertTrue(host.isModelReady("ensemble"), "the ensemble is ready again once add_sub_2 is back");
+        }
+    }
+
+    /** Counts an observer's calls; {@code end} completes at the first terminal call (null: success). */
+    private static final class Terminals implements io.backplane.spi.host.ResponseObserver {
+        final java.util.concurrent.atomic.AtomicInteger terminals = new java.util.concurrent.atomic.AtomicInteger();
+        final java.util.concurrent.atomic.AtomicInteger responses = new java.util.concurrent.atomic.AtomicInteger();
+        final CompletableFuture<io.backplane.spi.BackplaneException> end = new CompletableFuture<>();
+
+        @Override
+        public void onResponse(io.backplane.spi.InferenceResponse response) {
+            responses.incrementAndGet();
+        }
+
+        @Override
+        public void onComplete() {
+            terminals.incrementAndGet();
+            end.complete(null);
+        }
+
+        @Override
+        public void onError(io.backplane.spi.BackplaneException error) {
+            terminals.incrementAndGet();
+            end.complete(error);
         }
     }
 
