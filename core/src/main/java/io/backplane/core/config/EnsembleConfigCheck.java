@@ -33,6 +33,10 @@ final class EnsembleConfigCheck {
             throw error(at.at("backend"), "backend", "ensemble '" + c.name() + "' names backend '" + c.backend()
                     + "'; an ensemble is scheduled by the core and has no backend: remove the backend line");
         }
+        if (c.raw().has("instance_group")) {
+            throw error(at.at("instance_group"), "instance_group", "ensemble '" + c.name() + "' has instance_group; an ensemble has no"
+                    + " instances (the core schedules it, its composing models run it): remove instance_group");
+        }
         if (c.dynamicBatching() != null) {
             throw error(at.at("dynamic_batching"), "dynamic_batching", "ensemble '" + c.name() + "' has dynamic_batching; an ensemble does not"
                     + " batch itself, its composing models do: move dynamic_batching to the composing models' configs");

@@ -310,6 +310,10 @@ class EnsembleTest {
         BackplaneException c = assertThrows(BackplaneException.class, () -> ModelConfigParser.parse(
                 "name: \"e\" platform: \"ensemble\" ensemble_scheduling { step [ { model_nam: \"m\" } ] }", "e/config.pbtxt", "e", BackendCatalog.NONE));
         assertTrue(c.getMessage().contains("model_nam"), c.getMessage());
+        BackplaneException d = assertThrows(BackplaneException.class, () -> ModelConfigParser.parse(
+                "name: \"e\" platform: \"ensemble\" instance_group [ { count: 2 } ] ensemble_scheduling { step [ { model_name: \"m\" } ] }",
+                "e/config.pbtxt", "e", BackendCatalog.NONE));
+        assertTrue(d.getMessage().contains("an ensemble has no instances"), d.getMessage());
     }
 
     /**

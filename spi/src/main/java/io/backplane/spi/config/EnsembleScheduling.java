@@ -66,8 +66,13 @@ public final class EnsembleScheduling {
         List<ConfigNode> nodes = section.sections("step");
         for (int i = 0; i < nodes.size(); i++) {
             ConfigNode n = nodes.get(i);
+            String namespace = n.value("model_namespace").orElse("");
+            if (!namespace.isEmpty()) {
+                throw new IllegalArgumentException("ensemble_scheduling step " + i + " has model_namespace '" + namespace
+                        + "'; model namespacing is not supported: remove it and give the models unique names");
+            }
             for (String f : n.fieldNames()) {
-                if (!STEP_FIELDS.contains(f)) {
+                if (!STEP_FIELDS.contains(f) && !f.equals("model_namespace")) {
                     throw new IllegalArgumentException("ensemble_scheduling step " + i + " has field '" + f + "'; a step takes " + STEP_FIELDS);
                 }
             }
