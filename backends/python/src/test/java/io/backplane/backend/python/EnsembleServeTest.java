@@ -168,8 +168,10 @@ class EnsembleServeTest {
     void rest_tritonEnsembleAndPythonToOnnxPipeline_answerAndDescribeThemselves() throws Exception {
         try (BackplaneHost host = BackplaneHost.builder().modelRepository(repository()).modelControlMode(ModelControlMode.EXPLICIT)
                 .loadModel("ensemble").loadModel("pipeline").build();
-                Frontend f = host.frontendFactories().get("http").create(context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
+                Frontend f = host.frontendFactories().get("http").create(context(host, Map.of("host", "127.0.0.1", "port", "0")));
+                Frontend metrics = host.frontendFactories().get("metrics").create(context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
             f.start();
+            metrics.start();
             String base = f.endpoint();
             assertTrue(host.isModelReady("add_sub_1") && host.isModelReady("add_sub_2"), "loading the ensemble loaded its composing models");
 
@@ -199,6 +201,10 @@ class EnsembleServeTest {
 
             JsonNode stats = StubJson.MAPPER.readTree(get(base + "/v2/models/ensemble/stats").body());
             assertEquals(1, stats.get("model_stats").get(0).get("inference_stats").get("success").get("count").asLong(), stats.toString());
+
+            List<String> series = get(metrics.endpoint()).body().lines()
+                    .filter(l -> l.startsWith("backplane_inference_success_total") && l.contains("model=\"ensemble\",version=\"1\"")).toList();
+            assertEquals(List.of("backplane_inference_success_total{model=\"ensemble\",version=\"1\"} 1.0"), series, "the ensemble's own series in /metrics");
 
             host.unload("add_sub_2");
             assertFalse(host.isModelReady("ensemble"), "an ensemble whose composing model is unloaded is not ready");
