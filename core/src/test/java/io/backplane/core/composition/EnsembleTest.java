@@ -135,6 +135,24 @@ class EnsembleTest {
     }
 
     @Test
+    void responseCache_onTheEnsemble_secondIdenticalRequestRunsNoStep() throws Exception {
+        AtomicInteger executions = new AtomicInteger();
+        scriptArithmetic();
+        backend.on("add", (batch, inst) -> {
+            executions.incrementAndGet();
+            batch.getFirst().sender().sendFinal(longs("OUT", in(batch.getFirst(), "IN") + 1));
+        });
+        ModelConfig cached = ModelConfigParser.parse("name: \"ens\" platform: \"ensemble\" response_cache { enable: true }\n"
+                + "input [ { name: \"IN\" data_type: TYPE_INT64 dims: [ 1 ] } ] output [ { name: \"OUT\" data_type: TYPE_INT64 dims: [ 1 ] } ]\n"
+                + "ensemble_scheduling { step [ " + step("add", "IN", "IN", "OUT", "OUT") + " ] }", "ens/config.pbtxt", "ens", BackendCatalog.NONE);
+        host = BackplaneHost.builder().backend(backend).modelControlMode(ModelControlMode.EXPLICIT).unloadTimeout(Duration.ofMillis(500))
+                .responseCache(1 << 20).model(model("add", false)).model(cached).loadModel("ens").build();
+        assertEquals(5, tagOf(host.infer(request("ens", 4)).get(10, TimeUnit.SECONDS)));
+        assertEquals(5, tagOf(host.infer(request("ens", 4)).get(10, TimeUnit.SECONDS)));
+        assertEquals(1, executions.get(), "the second request was answered from the cache before any step ran");
+    }
+
+    @Test
     void diamond_independentStepsRunInParallel_thenJoin() throws Exception {
         CountDownLatch bothRunning = new CountDownLatch(2);
         ScriptedBackend.Script waitForSibling = (batch, inst) -> {
