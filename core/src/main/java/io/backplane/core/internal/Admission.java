@@ -52,6 +52,7 @@ final class Admission implements RequestState.Hold {
     private List<InstanceSlot> inline = List.of();
     /** The host's default queue bound, when the config sets no max_queue_size of its own (0: none). */
     private final int defaultQueueBound;
+    private @Nullable EnsembleScheduler ensemble;
     /** The host's response cache when this model uses it, else null. */
     private final @Nullable ResponseCache cache;
 
@@ -101,6 +102,13 @@ final class Admission implements RequestState.Hold {
         host.listener().versionLoaded(name, version);
     }
 
+    /** Starts admitting to an ensemble: requests start at once in {@code scheduler}. LOADING → READY. */
+    void openEnsemble(EnsembleScheduler scheduler) {
+        this.ensemble = requireNonNull(scheduler, "scheduler is null");
+        state.set(ModelState.READY);
+        host.listener().versionLoaded(name, version);
+    }
+
     /** READY → UNLOADING: from now on new requests are refused. False when the version was not READY. */
     boolean beginUnload() {
         return state.compareAndSet(ModelState.READY, ModelState.UNLOADING);
@@ -135,9 +143,9 @@ final class Admission implements RequestState.Hold {
             throw new BackplaneException(ErrorCode.UNAVAILABLE, "model '" + name + "' version " + version + " is "
                     + (s == ModelState.UNLOADING ? "unloading" : "not available") + "; retry once it is loaded");
         }
-        BatchGuard q = requireNonNull(queue, "queue");
+        BatchGuard queued = queue; // null for an ensemble, whose requests never queue here
         int bound = defaultQueueBound;
-        if (bound > 0 && q.queued() >= bound) {
+        if (queued != null && bound > 0 && queued.queued() >= bound) {
             open.remove(r.id());
             throw new BackplaneException(ErrorCode.RESOURCE_EXHAUSTED, "the queue of model '" + name + "' is full (" + bound
                     + " requests wait: the host's default queue bound, as its config sets no max_queue_size); retry later, or set "
@@ -148,6 +156,13 @@ final class Admission implements RequestState.Hold {
         if (cache != null && !(sink instanceof Warmup.Sink) && answeredFromCache(cache, r)) {
             return r;
         }
+        EnsembleScheduler e = ensemble;
+        if (e != null) {
+            r.tryDispatch(host.ticker().nanoTime()); // nothing queues: the request runs from now on
+            e.start(r);
+            return r;
+        }
+        BatchGuard q = requireNonNull(queue, "queue");
         // A child (BLS) never runs on its caller's thread: that is often a backend's I/O thread.
         if (!inline.isEmpty() && !(sink instanceof ChildRequests.Link) && q.isIdle()) {
             for (InstanceSlot slot : inline) {

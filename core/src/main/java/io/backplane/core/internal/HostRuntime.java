@@ -80,6 +80,9 @@ public final class HostRuntime {
             if (Thread.currentThread().isInterrupted() || state.get() != State.STARTING) {
                 throw new BackplaneException(ErrorCode.CANCELLED, "the host's start was cancelled while it loaded its models");
             }
+            if (registry.isLoaded(name)) {
+                continue; // loaded already as a composing model of an ensemble
+            }
             try {
                 registry.load(name);
             } catch (BackplaneException e) {
