@@ -175,7 +175,8 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
             if (!keepAlive) {
                 f.addListener(ChannelFutureListener.CLOSE);
             }
-            ended(this);
+            // open until written: a close that stops the event loops next must not drop it unwritten
+            f.addListener(x -> ended(this));
         }
 
         /** Sends {@code response} and closes the connection, unless a reply was already sent. */
@@ -184,8 +185,7 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
                 response.release();
                 return false;
             }
-            ctx.writeAndFlush(response).addListener(ChannelFutureListener.CLOSE);
-            ended(this);
+            ctx.writeAndFlush(response).addListener(ChannelFutureListener.CLOSE).addListener(x -> ended(this));
             return true;
         }
 
