@@ -63,7 +63,7 @@ public final class ModelConfigParser {
 
     /** Triton model_config.proto fields that Backplane does not support, per message type; any other field is supported. */
     private static final Map<String, Set<String>> UNSUPPORTED_TRITON_FIELDS = Map.of(
-            "ModelConfig", Set.of("runtime", "batch_input", "batch_output", "optimization", "sequence_batching", "ensemble_scheduling",
+            "ModelConfig", Set.of("runtime", "batch_input", "batch_output", "optimization", "ensemble_scheduling",
                     "cc_model_filenames", "metric_tags", "model_warmup", "model_operations", "model_repository_agents", "response_cache",
                     "model_metrics"),
             "ModelInput", Set.of("format", "is_shape_tensor", "allow_ragged_batch", "is_non_linear_format_io"),
@@ -394,6 +394,9 @@ public final class ModelConfigParser {
         if (m.hasDynamicBatching()) {
             b.dynamicBatching(dynamicBatching(m.getDynamicBatching(), at));
         }
+        if (m.hasSequenceBatching()) {
+            b.sequenceBatching(SequenceBatchingConfig.convert(m.getSequenceBatching(), at));
+        }
         if (m.hasVersionPolicy()) {
             b.versionPolicy(versionPolicy(m.getVersionPolicy(), at));
         }
@@ -403,7 +406,7 @@ public final class ModelConfigParser {
         return construct(b::build, at.source(), "model");
     }
 
-    private static DataType dataType(int number, String tensor, String path, SourcePositions at) {
+    static DataType dataType(int number, String tensor, String path, SourcePositions at) {
         io.backplane.protocol.inference.DataType t = io.backplane.protocol.inference.DataType.forNumber(number);
         String where = at.at(path + ".data_type");
         if (t == null) {
@@ -520,7 +523,7 @@ public final class ModelConfigParser {
     }
 
     /** Runs a record constructor, turning its range checks into located config errors. */
-    private static <T> T construct(Supplier<T> constructor, String where, String field) {
+    static <T> T construct(Supplier<T> constructor, String where, String field) {
         try {
             return constructor.get();
         } catch (IllegalArgumentException | NullPointerException e) {

@@ -44,8 +44,12 @@ final class InstanceSlot {
      * (B1, B2, B8). Implemented by {@link BatchGuard}.
      */
     interface BatchSource {
-        /** The next batch, waiting up to {@code timeout}; empty when none formed. May throw what the batcher threw. */
-        List<RequestState> next(long timeout, TimeUnit unit) throws InterruptedException;
+        /** The next batch for instance {@code instance}, waiting up to {@code timeout}; empty when none formed. May throw what the batcher threw. */
+        List<RequestState> next(int instance, long timeout, TimeUnit unit) throws InterruptedException;
+
+        /** Instance {@code instance} failed: the batcher ends what it keeps for it (sequence slots). */
+        default void instanceFailed(int instance) {
+        }
 
         /** Caller-runs: dispatches {@code r} alone; false if it already ended or was taken. */
         boolean dispatch(RequestState r);
@@ -133,6 +137,7 @@ final class InstanceSlot {
                 r.terminate(e, Outcome.OTHER, "instance-failure");
             }
         }
+        source.instanceFailed(index);
     }
 
     private void work() {
@@ -144,7 +149,7 @@ final class InstanceSlot {
             }
             List<RequestState> batch;
             try {
-                batch = source.next(POLL_MILLIS, TimeUnit.MILLISECONDS);
+                batch = source.next(index, POLL_MILLIS, TimeUnit.MILLISECONDS);
             } catch (InterruptedException e) {
                 if (!running) {
                     break;
