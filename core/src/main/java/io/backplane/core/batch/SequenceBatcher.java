@@ -131,11 +131,11 @@ final class SequenceBatcher implements Batcher {
         this.cap = oldest && preferred > 0 ? preferred : Integer.MAX_VALUE;
         this.slots = new Sequence[Math.max(1, context.instanceCount())][perInstance];
         for (SequenceBatching.State s : config.states()) {
-            initialState.put(s.inputName(), initial(s, context.versionDirectory()));
+            initialState.put(s.inputName(), initial(s, context.modelDirectory()));
         }
     }
 
-    private Tensor initial(SequenceBatching.State s, @Nullable Path versionDir) {
+    private Tensor initial(SequenceBatching.State s, @Nullable Path modelDir) {
         long[] shape = stateShape(s);
         long elements = 1;
         for (long d : s.dims()) {
@@ -147,11 +147,11 @@ final class SequenceBatcher implements Batcher {
         if (file == null) {
             return Tensor.ofRaw(s.inputName(), s.dataType(), shape, new byte[Math.toIntExact(expected)]);
         }
-        if (versionDir == null) {
+        if (modelDir == null) {
             throw BackplaneException.invalid("model '" + model + "': initial state '" + s.inputName() + "' names data file '" + file
-                    + "', but the model has no version folder to read it from");
+                    + "', but the model has no folder to read it from");
         }
-        Path p = versionDir.resolve("initial_state").resolve(file);
+        Path p = modelDir.resolve("initial_state").resolve(file);
         byte[] bytes;
         try {
             bytes = Files.readAllBytes(p);

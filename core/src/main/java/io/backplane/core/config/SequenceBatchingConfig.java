@@ -161,7 +161,7 @@ final class SequenceBatchingConfig {
                     String f = is.getDataFile();
                     if (f.isEmpty() || f.contains("..") || f.startsWith("/")) {
                         throw error(at.at(ip + ".data_file"), ip + ".data_file", "'" + f
-                                + "' is not a file name inside the version's initial_state folder");
+                                + "' is not a file name inside the model's initial_state folder");
                     }
                     yield f;
                 }
@@ -185,6 +185,10 @@ final class SequenceBatchingConfig {
         if (c.dynamicBatching() != null) {
             throw error(at.at("dynamic_batching"), "dynamic_batching", "a model has either dynamic_batching or sequence_batching, not both;"
                     + " remove one");
+        }
+        if (!s.states().isEmpty() && c.decoupled()) {
+            throw error(at.at(P + "state"), P + "state", "implicit state needs a model that is not decoupled (the state is taken from the"
+                    + " request's one response); remove model_transaction_policy { decoupled: true } or the state");
         }
         Set<String> declared = new HashSet<>();
         c.inputs().forEach(t -> declared.add(t.name()));

@@ -28,10 +28,10 @@ final class BatcherScope implements BatcherContext {
     private final int instanceCount;
     private final Ticker ticker;
     private final RequestState.Origin origin;
-    private final @Nullable Path versionDirectory;
+    private final @Nullable Path modelDirectory;
 
-    BatcherScope(ModelConfig config, long version, int instanceCount, Ticker ticker, RequestState.Origin origin, @Nullable Path versionDirectory) {
-        this.versionDirectory = versionDirectory;
+    BatcherScope(ModelConfig config, long version, int instanceCount, Ticker ticker, RequestState.Origin origin, @Nullable Path modelDirectory) {
+        this.modelDirectory = modelDirectory;
         this.config = requireNonNull(config, "config is null");
         this.version = version;
         this.instanceCount = instanceCount;
@@ -55,8 +55,8 @@ final class BatcherScope implements BatcherContext {
     }
 
     @Override
-    public @Nullable Path versionDirectory() {
-        return versionDirectory;
+    public @Nullable Path modelDirectory() {
+        return modelDirectory;
     }
 
     @Override

@@ -94,7 +94,7 @@ final class ModelVersion {
             Model m = requireNonNull(backend.loadModel(v.context), "backend '" + backendContext.backendName() + "' returned a null model");
             v.model = m;
             Batcher batcher = requireNonNull(batcherFactory.create(new BatcherScope(config, version, placed.size(), host.ticker(), v.admission.origin(),
-                    v.context.versionDirectory())),
+                    v.context.modelDirectory())),
                     "batcher '" + batcherFactory.name() + "' returned null");
             BatchGuard batches = new BatchGuard(v.admission.origin(), batcher, config.batches() ? config.maxBatchSize() : 1);
             v.batches = batches;

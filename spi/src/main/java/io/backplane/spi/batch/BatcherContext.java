@@ -23,11 +23,11 @@ public interface BatcherContext {
     int instanceCount();
 
     /**
-     * The model version's folder ({@code <repository>/<model>/<version>}), where a batcher finds
+     * The model's folder ({@code <repository>/<model>}), where a batcher finds
      * files its config names (the sequence batcher's {@code initial_state} data files); null for
      * a model registered in code without one. The default returns null. Since SPI 2.
      */
-    default @Nullable Path versionDirectory() {
+    default @Nullable Path modelDirectory() {
         return null;
     }
 

@@ -748,7 +748,7 @@ final class StubConnection {
         r.cancelBlock = cb;
         reg.hostSegment(cb).set(ValueLayout.JAVA_LONG, 0, sr.isCancelled() ? 1L : 0L);
         r.cancelMirrored = sr.isCancelled();
-        out.u64(sr.id()).str(req.id()).str(req.correlationId()).str(Wire.json(req.parameters()));
+        out.u64(sr.id()).str(req.id()).str(Wire.sequence(req)).str(Wire.json(req.parameters()));
         out.u32(cb.chunk()).u64(cb.offset());
         out.u16(req.requestedOutputs().size());
         for (String n : req.requestedOutputs()) {

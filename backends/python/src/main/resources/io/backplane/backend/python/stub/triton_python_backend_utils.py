@@ -293,6 +293,26 @@ class InferenceResponseSender:
             _runtime.dropped_senders.put(self._request)
 
 
+
+def _sequence_decode(field):
+    """The host's sequence field "<flags>:<kind><id>" (kind n: uint64, s: string, empty: none) as (flags, correlation id)."""
+    flags, _, rest = field.partition(":")
+    kind, cid = rest[:1], rest[1:]
+    if kind == "n":
+        return int(flags or 0), int(cid)
+    if kind == "s":
+        return int(flags or 0), cid
+    return int(flags or 0), 0
+
+
+def _sequence_encode(correlation_id, flags):
+    """The inverse of _sequence_decode, for BLS requests."""
+    if correlation_id is None or correlation_id == 0 or correlation_id == "":
+        return "%d:" % int(flags or 0)
+    if isinstance(correlation_id, str):
+        return "%d:s%s" % (int(flags or 0), correlation_id)
+    return "%d:n%d" % (int(flags or 0), int(correlation_id))
+
 class InferenceRequest:
     """A request given to execute(); one you construct yourself is a BLS call: exec() or async_exec() it."""
 
@@ -340,7 +360,8 @@ class InferenceRequest:
         return self._requested
 
     def flags(self):
-        return 0
+        """TRITONSERVER_REQUEST_FLAG_SEQUENCE_START (1) and/or _END (2) for a request of a sequence."""
+        return self._flags
 
     def set_release_flags(self, flags):
         if flags != TRITONSERVER_REQUEST_RELEASE_ALL:
