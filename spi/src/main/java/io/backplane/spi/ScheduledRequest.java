@@ -88,6 +88,21 @@ public interface ScheduledRequest {
     }
 
     /**
+     * Asks the host to execute this request again once the current {@code execute} returns
+     * (Triton's {@code TRITONSERVER_REQUEST_RELEASE_RESCHEDULE}, used by iterative sequences): the
+     * request stays open, its sender keeps working, and the batcher gets it back through
+     * {@link io.backplane.spi.batch.Batcher#rescheduled}. Only for decoupled models; called by the
+     * backend during {@code execute}. A request that ends before {@code execute} returns is not
+     * queued again. Since SPI 2.
+     *
+     * @throws IllegalStateException when the model is not decoupled or the request is not executing
+     * @throws UnsupportedOperationException when the host does not support it
+     */
+    default void reschedule() {
+        throw new UnsupportedOperationException("this host does not reschedule requests");
+    }
+
+    /**
      * Starts a child request of this one (a BLS call: a model calling another model while it
      * executes this request). The child goes through the host like any request, to any model of
      * any backend, and {@code observer} receives its responses and then exactly one terminal call.

@@ -77,6 +77,8 @@ final class SequenceBatcher implements Batcher {
         int instance = -1;
         int slot = -1;
         long lastActivity;
+        /** Iterative sequences: the request the instance executes now (it may come back rescheduled). */
+        @Nullable ScheduledRequest inFlight;
         final Map<String, Tensor> state = new ConcurrentHashMap<>();
 
         Sequence(Key key) {
@@ -89,6 +91,7 @@ final class SequenceBatcher implements Batcher {
     private final String model;
     private final SequenceBatching config;
     private final boolean oldest;
+    private final boolean iterative;
     private final boolean batching;
     private final long idleNanos;
     private final long delayNanos;
@@ -117,6 +120,7 @@ final class SequenceBatcher implements Batcher {
         this.config = requireNonNull(config, "config is null");
         this.model = context.config().name();
         this.oldest = config.strategy() == SequenceBatching.Strategy.OLDEST;
+        this.iterative = config.iterative();
         this.batching = context.config().maxBatchSize() > 0;
         this.idleNanos = TimeUnit.MICROSECONDS.toNanos(config.maxSequenceIdleMicros());
         this.delayNanos = TimeUnit.MICROSECONDS.toNanos(config.maxQueueDelayMicros());
@@ -182,7 +186,8 @@ final class SequenceBatcher implements Batcher {
     @Override
     public void enqueue(ScheduledRequest r) {
         InferenceRequest q = r.request();
-        if (q.correlationId().isEmpty()) {
+        boolean anonymous = iterative && q.correlationId().isEmpty();
+        if (q.correlationId().isEmpty() && !anonymous) {
             throw BackplaneException.invalid("model '" + model + "' is a sequence model: every request needs a sequence id (the sequence_id"
                     + " parameter, a correlation id)");
         }
@@ -190,9 +195,9 @@ final class SequenceBatcher implements Batcher {
             throw BackplaneException.invalid("model '" + model + "' is a sequence model: a request carries one item of its sequence (batch"
                     + " dimension 1), not " + r.batchSize());
         }
-        Key key = new Key(q.correlationIdIsNumber(), q.correlationId());
+        Key key = keyOf(r);
         for (Control c : config.controls()) {
-            if (c.kind() == SequenceBatching.ControlKind.CONTROL_SEQUENCE_CORRID && c.dataType() != DataType.BYTES && !key.number()) {
+            if (c.kind() == SequenceBatching.ControlKind.CONTROL_SEQUENCE_CORRID && c.dataType() != DataType.BYTES && !key.number() && !anonymous) {
                 throw BackplaneException.invalid("model '" + model + "' takes numeric sequence ids (control input '" + c.inputName() + "' is "
                         + c.dataType() + "), not the string " + key);
             }
@@ -204,7 +209,7 @@ final class SequenceBatcher implements Batcher {
                 throw BackplaneException.unavailable("model '" + model + "' is unloading; sequence " + key + " has ended");
             }
             Sequence s = active.get(key);
-            if (s != null && s.queue.isEmpty() && idle(s, now)) {
+            if (s != null && s.queue.isEmpty() && s.inFlight == null && idle(s, now)) {
                 release(s, "was idle for more than " + config.maxSequenceIdleMicros() + " µs (max_sequence_idle_microseconds)");
                 s = null;
             }
@@ -212,7 +217,7 @@ final class SequenceBatcher implements Batcher {
                 s = backlog.get(key);
             }
             if (s == null) {
-                if (!q.isSequenceStart()) {
+                if (!q.isSequenceStart() && !anonymous) {
                     String why = released.get(key);
                     if (why != null) {
                         throw BackplaneException.invalid("sequence " + key + " of model '" + model + "' " + why
@@ -236,6 +241,15 @@ final class SequenceBatcher implements Batcher {
         } finally {
             lock.unlock();
         }
+    }
+
+    /** A request's sequence: its correlation id, or for an iterative request without one, the request itself. */
+    private static Key keyOf(ScheduledRequest r) {
+        InferenceRequest q = r.request();
+        if (q.correlationId().isEmpty()) {
+            return new Key(true, "request-" + r.id()); // never equal to a numeric id (digits only)
+        }
+        return new Key(q.correlationIdIsNumber(), q.correlationId());
     }
 
     /** Binds {@code s} to a free slot: the instance with the most free slots, its lowest free slot. False when none is free. */
@@ -305,7 +319,7 @@ final class SequenceBatcher implements Batcher {
     public void cancelled(ScheduledRequest r) {
         lock.lock();
         try {
-            Key key = new Key(r.request().correlationIdIsNumber(), r.request().correlationId());
+            Key key = keyOf(r);
             Sequence s = active.get(key);
             if (s == null) {
                 s = backlog.get(key);
@@ -344,6 +358,9 @@ final class SequenceBatcher implements Batcher {
                     return List.of();
                 }
                 long now = ticker.nanoTime();
+                if (iterative) {
+                    settle(instance);
+                }
                 releaseIdle(now);
                 long wait = form(instance, Math.min(maxBatchSize, cap), now, batch, taken);
                 if (!batch.isEmpty()) {
@@ -360,7 +377,9 @@ final class SequenceBatcher implements Batcher {
                 Sequence s = taken.get(i);
                 queuedRequests--;
                 s.lastActivity = ticker.nanoTime();
-                if (r.request().isSequenceEnd()) {
+                if (iterative) {
+                    s.inFlight = r; // released in settle() unless it comes back rescheduled
+                } else if (r.request().isSequenceEnd()) {
                     if (s.queue.isEmpty()) {
                         release(s, null);
                     } else if (!s.queue.peekFirst().request().isSequenceStart()) {
@@ -429,13 +448,53 @@ final class SequenceBatcher implements Batcher {
         return 0;
     }
 
+    /**
+     * Iterative sequences of {@code instance}: its previous batch has returned, and the core has
+     * already given back every request that asked to be rescheduled; a sequence whose request did
+     * not come back and that was its last (no id, or the end flag) ends here.
+     */
+    private void settle(int instance) {
+        for (Sequence s : slots[instance]) {
+            if (s != null && s.inFlight != null) {
+                ScheduledRequest done = s.inFlight;
+                s.inFlight = null;
+                if (s.queue.isEmpty() && (done.request().correlationId().isEmpty() || done.request().isSequenceEnd())) {
+                    release(s, null);
+                }
+            }
+        }
+    }
+
+    @Override
+    public void rescheduled(ScheduledRequest r) {
+        if (!iterative) {
+            enqueue(r);
+            return;
+        }
+        lock.lock();
+        try {
+            Sequence s = active.get(keyOf(r));
+            if (s == null || s.inFlight != r) {
+                throw BackplaneException.unavailable("sequence " + keyOf(r) + " of model '" + model + "' ended while its request executed; it cannot"
+                        + " be rescheduled");
+            }
+            s.inFlight = null;
+            s.queue.addFirst(r);
+            s.lastActivity = ticker.nanoTime();
+            queuedRequests++;
+            work.signalAll();
+        } finally {
+            lock.unlock();
+        }
+    }
+
     private void releaseIdle(long now) {
         if (idleNanos <= 0 || inUse == 0) {
             return;
         }
         for (Sequence[] row : slots) {
             for (Sequence s : row) {
-                if (s != null && s.queue.isEmpty() && idle(s, now)) {
+                if (s != null && s.queue.isEmpty() && s.inFlight == null && idle(s, now)) {
                     release(s, "was idle for more than " + config.maxSequenceIdleMicros() + " µs (max_sequence_idle_microseconds)");
                 }
             }

@@ -25,11 +25,7 @@ final class SequenceBatchingConfig {
     }
 
     static SequenceBatching convert(ModelSequenceBatching s, SourcePositions at) {
-        if (s.getIterativeSequence()) {
-            throw error(at.at(P + "iterative_sequence"), P + "iterative_sequence",
-                    "iterative sequences (requests rescheduled by the model) are not supported by Backplane; remove the field");
-        }
-        SequenceBatching.Builder b = SequenceBatching.builder();
+        SequenceBatching.Builder b = SequenceBatching.builder().iterative(s.getIterativeSequence());
         long idle = s.getMaxSequenceIdleMicroseconds();
         if (idle < 0) {
             throw error(at.at(P + "max_sequence_idle_microseconds"), P + "max_sequence_idle_microseconds", Long.toUnsignedString(idle)
@@ -185,6 +181,10 @@ final class SequenceBatchingConfig {
         if (c.dynamicBatching() != null) {
             throw error(at.at("dynamic_batching"), "dynamic_batching", "a model has either dynamic_batching or sequence_batching, not both;"
                     + " remove one");
+        }
+        if (s.iterative() && !c.decoupled()) {
+            throw error(at.at(P + "iterative_sequence"), P + "iterative_sequence", "an iterative sequence model reschedules its requests and"
+                    + " answers through response senders; add model_transaction_policy { decoupled: true }");
         }
         if (!s.states().isEmpty() && c.decoupled()) {
             throw error(at.at(P + "state"), P + "state", "implicit state needs a model that is not decoupled (the state is taken from the"

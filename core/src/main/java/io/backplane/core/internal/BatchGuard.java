@@ -97,6 +97,19 @@ final class BatchGuard implements InstanceSlot.BatchSource {
     }
 
     @Override
+    public void reschedule(RequestState r) {
+        try {
+            batcher.rescheduled(r);
+        } catch (Throwable t) {
+            if (r.tryWithdraw()) {
+                BackplaneException e = t instanceof BackplaneException be ? be
+                        : BackplaneException.wrap(t, "the batcher of model '" + model() + "' failed to reschedule " + r.describe());
+                r.terminate(e, Outcome.REJECTED, "reschedule-rejected");
+            }
+        }
+    }
+
+    @Override
     public void instanceFailed(int instance) {
         try {
             batcher.instanceFailed(instance);

@@ -47,6 +47,12 @@ final class InstanceSlot {
         /** The next batch for instance {@code instance}, waiting up to {@code timeout}; empty when none formed. May throw what the batcher threw. */
         List<RequestState> next(int instance, long timeout, TimeUnit unit) throws InterruptedException;
 
+        /** An executed request asked to run again: queue it back in the batcher (it ended with an error if that fails). */
+        default void reschedule(RequestState r) {
+            r.terminate(BackplaneException.unavailable(r.describe() + " asked to be rescheduled, which this model's batcher does not do"),
+                    Outcome.OTHER, "reschedule-unsupported");
+        }
+
         /** Instance {@code instance} failed: the batcher ends what it keeps for it (sequence slots). */
         default void instanceFailed(int instance) {
         }
@@ -250,7 +256,13 @@ final class InstanceSlot {
                 Thread.interrupted(); // an interrupt aimed at this execute must not leak into the next
             }
         }
-        if (!decoupled) {
+        if (decoupled) {
+            for (RequestState r : batch) {
+                if (r.takeReschedule()) {
+                    source.reschedule(r);
+                }
+            }
+        } else {
             for (RequestState r : batch) {
                 if (!r.isClosed()) {
                     r.terminate(BackplaneException.internal("model '" + owner.name() + "' instance '" + name + "' returned from execute without answering "

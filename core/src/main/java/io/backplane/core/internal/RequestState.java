@@ -77,6 +77,7 @@ final class RequestState implements ScheduledRequest, ResponseSender {
     /** Replaced only by {@link #addInputs} while the request is queued, by the batcher that holds it. */
     private volatile InferenceRequest request;
     private volatile @Nullable UnaryOperator<InferenceResponse> responseHook;
+    private volatile boolean rescheduleAsked;
     private final Origin origin;
     private final ResponseSink sink;
     private final ResponseOrder.@Nullable Ticket ticket;
@@ -131,6 +132,26 @@ final class RequestState implements ScheduledRequest, ResponseSender {
             }
         }
         request = b.inputs(inputs).build();
+    }
+
+    @Override
+    public void reschedule() {
+        if (!origin.config().decoupled()) {
+            throw new IllegalStateException(describe() + " belongs to a model that is not decoupled; only decoupled models reschedule requests");
+        }
+        if (phase.get() != DISPATCHED) {
+            throw new IllegalStateException(describe() + " is not executing; only an executing request can be rescheduled");
+        }
+        rescheduleAsked = true;
+    }
+
+    /** Takes the reschedule wish once (the worker, after execute returned); true when the open request goes back to its queue. */
+    boolean takeReschedule() {
+        if (!rescheduleAsked) {
+            return false;
+        }
+        rescheduleAsked = false;
+        return !isClosed() && phase.compareAndSet(DISPATCHED, QUEUED);
     }
 
     @Override

@@ -39,6 +39,13 @@ public final class ClassLoaderSafeBatcher implements Batcher {
     }
 
     @Override
+    public void rescheduled(ScheduledRequest request) {
+        try (var _ = ThreadContextClassLoader.swap(loader)) {
+            delegate.rescheduled(request);
+        }
+    }
+
+    @Override
     public void instanceFailed(int instance) {
         try (var _ = ThreadContextClassLoader.swap(loader)) {
             delegate.instanceFailed(instance);

@@ -66,6 +66,15 @@ class SequenceBatcherTest {
         Hygiene.assertNoBackplaneThreads();
     }
 
+    /** Waits, up to a deadline, for the worker to settle the slots of executions that already answered. */
+    private void awaitNoSlots() throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (host.sequenceSlotsInUse() != 0 && System.nanoTime() < deadline) {
+            Thread.sleep(5);
+        }
+        assertEquals(0, host.sequenceSlotsInUse());
+    }
+
     static long step(long state, long in) {
         return (state * 31 + in) % MOD;
     }
@@ -277,6 +286,66 @@ class SequenceBatcherTest {
         assertEquals(step(step(0, 4), 5), out(host.infer(req("implicit", 1, 5, false, false))));
         // a restart begins from the initial state again
         assertEquals(step(0, 6), out(host.infer(req("implicit", 1, 6, true, true))));
+    }
+
+    @Test
+    void iterativeSequence_requestIsRescheduledUntilDone_eachIterationOnItsSlot() throws Exception {
+        Map<Long, Long> remaining = new ConcurrentHashMap<>();
+        AtomicInteger executions = new AtomicInteger();
+        backend.on("iter", (batch, inst) -> {
+            for (ScheduledRequest r : batch) {
+                executions.incrementAndGet();
+                long left = remaining.computeIfAbsent(r.id(), k -> r.request().input("IN").toLongArray()[0]) - 1;
+                remaining.put(r.id(), left);
+                InferenceResponse out = InferenceResponse.of(List.of(Tensor.ofLongs("OUT", new long[] {1}, left)));
+                if (left > 0) {
+                    r.sender().send(out, 0);
+                    r.reschedule();
+                } else {
+                    r.sender().sendFinal(out);
+                }
+            }
+        });
+        ModelConfig config = ModelConfig.builder("iter").backend(ScriptedBackend.NAME).decoupled(true).input(TensorConfig.of("IN", DataType.INT64, 1))
+                .output(TensorConfig.of("OUT", DataType.INT64, 1)).sequenceBatching(SequenceBatching.builder().iterative(true).build()).build();
+        host = hostBuilder().model(config).loadModel("iter").build();
+        List<ConcurrentLinkedQueue<Long>> streams = new ArrayList<>();
+        List<CompletableFuture<Void>> ends = new ArrayList<>();
+        for (int n = 0; n < 3; n++) {
+            ConcurrentLinkedQueue<Long> got = new ConcurrentLinkedQueue<>();
+            CompletableFuture<Void> end = new CompletableFuture<>();
+            streams.add(got);
+            ends.add(end);
+            // requests without a sequence id: each is an iterative sequence of its own, sharing the one slot
+            host.stream(InferenceRequest.builder("iter").input(Tensor.ofLongs("IN", new long[] {1}, 3 + n)).build(),
+                    new io.backplane.spi.host.ResponseObserver() {
+                        @Override
+                        public void onResponse(InferenceResponse response) {
+                            got.add(response.output("OUT").toLongArray()[0]);
+                        }
+
+                        @Override
+                        public void onComplete() {
+                            end.complete(null);
+                        }
+
+                        @Override
+                        public void onError(BackplaneException error) {
+                            end.completeExceptionally(error);
+                        }
+                    });
+        }
+        for (int n = 0; n < 3; n++) {
+            ends.get(n).get(30, TimeUnit.SECONDS);
+            List<Long> expected = new ArrayList<>();
+            for (long v = 3 + n - 1; v >= 0; v--) {
+                expected.add(v);
+            }
+            assertEquals(expected, List.copyOf(streams.get(n)));
+        }
+        assertEquals(3 + 4 + 5, executions.get());
+        // the last iteration's slot is released when its execute has returned, which may be just after its FINAL reached us
+        awaitNoSlots();
     }
 
     @Test

@@ -87,7 +87,7 @@ class SequenceBatchingConfigTest {
         assertHas(invalid("""
                 sequence_batching { control_input [ { name: "C" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_FP32 } ] } ] }
                 """), "use TYPE_UINT64");
-        assertHas(invalid("sequence_batching { iterative_sequence: true }\n"), "m/config.pbtxt:6:");
+        assertHas(invalid("sequence_batching { iterative_sequence: true }\n"), "add model_transaction_policy { decoupled: true }");
         assertHas(invalid("""
                 sequence_batching { state [ { input_name: "I" output_name: "OUTPUT" data_type: TYPE_FP32 dims: [ 1 ] } ] }
                 """), "state output 'OUTPUT' is also declared as an output");

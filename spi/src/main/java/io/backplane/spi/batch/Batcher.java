@@ -53,6 +53,18 @@ public interface Batcher extends AutoCloseable {
     }
 
     /**
+     * A request this batcher handed out asked to run again ({@link ScheduledRequest#reschedule});
+     * its execute has returned and it is queued again. The default treats it as a new request
+     * ({@link #enqueue}); the sequence batcher puts it back at the head of its sequence. Called on
+     * the instance's worker thread before it asks for its next batch. Since SPI 2.
+     *
+     * @throws io.backplane.spi.BackplaneException to end the request with that error instead
+     */
+    default void rescheduled(ScheduledRequest request) {
+        enqueue(request);
+    }
+
+    /**
      * Instance {@code instance} failed (its execute threw a failure report, its process died, or
      * its watchdog fired); the core restarts it. A batcher that keeps per-instance state (the
      * sequence batcher's slots) ends it here, so no state silently survives into the new

@@ -74,6 +74,7 @@ public final class SequenceBatching {
     private final boolean preserveOrdering;
     private final List<Control> controls;
     private final List<State> states;
+    private final boolean iterative;
 
     private SequenceBatching(Builder b) {
         this.strategy = requireNonNull(b.strategy, "strategy is null");
@@ -84,6 +85,7 @@ public final class SequenceBatching {
         this.preserveOrdering = b.preserveOrdering;
         this.controls = List.copyOf(b.controls);
         this.states = List.copyOf(b.states);
+        this.iterative = b.iterative;
         if (maxSequenceIdleMicros < 0) {
             throw new IllegalArgumentException("max_sequence_idle_microseconds " + maxSequenceIdleMicros + " is negative");
         }
@@ -144,9 +146,18 @@ public final class SequenceBatching {
         return states;
     }
 
+    /**
+     * Triton's {@code iterative_sequence}: the model reschedules a request until it completes
+     * ({@link io.backplane.spi.ScheduledRequest#reschedule}); a request without a sequence id is
+     * a sequence of its own, holding its slot until it is no longer rescheduled.
+     */
+    public boolean iterative() {
+        return iterative;
+    }
+
     @Override
     public boolean equals(Object o) {
-        return o instanceof SequenceBatching s && strategy == s.strategy && maxSequenceIdleMicros == s.maxSequenceIdleMicros
+        return o instanceof SequenceBatching s && iterative == s.iterative && strategy == s.strategy && maxSequenceIdleMicros == s.maxSequenceIdleMicros
                 && maxQueueDelayMicros == s.maxQueueDelayMicros && maxCandidateSequences == s.maxCandidateSequences
                 && preferredBatchSizes.equals(s.preferredBatchSizes) && preserveOrdering == s.preserveOrdering && controls.equals(s.controls)
                 && states.equals(s.states);
@@ -154,7 +165,7 @@ public final class SequenceBatching {
 
     @Override
     public int hashCode() {
-        return Objects.hash(strategy, maxSequenceIdleMicros, maxQueueDelayMicros, maxCandidateSequences, preferredBatchSizes, preserveOrdering,
+        return Objects.hash(iterative, strategy, maxSequenceIdleMicros, maxQueueDelayMicros, maxCandidateSequences, preferredBatchSizes, preserveOrdering,
                 controls, states);
     }
 
@@ -162,7 +173,7 @@ public final class SequenceBatching {
     public String toString() {
         return "SequenceBatching[" + strategy + ", idle=" + maxSequenceIdleMicros + "µs, delay=" + maxQueueDelayMicros + "µs, candidates="
                 + maxCandidateSequences + ", preferred=" + preferredBatchSizes + ", preserveOrdering=" + preserveOrdering + ", controls="
-                + controls + ", states=" + states + "]";
+                + controls + ", states=" + states + (iterative ? ", iterative" : "") + "]";
     }
 
     /** Builds {@link SequenceBatching}; not thread-safe. */
@@ -175,6 +186,7 @@ public final class SequenceBatching {
         private boolean preserveOrdering;
         private final List<Control> controls = new ArrayList<>();
         private final List<State> states = new ArrayList<>();
+        private boolean iterative;
 
         private Builder() {
         }
@@ -217,6 +229,11 @@ public final class SequenceBatching {
 
         public Builder state(State s) {
             states.add(requireNonNull(s, "state is null"));
+            return this;
+        }
+
+        public Builder iterative(boolean v) {
+            iterative = v;
             return this;
         }
 
