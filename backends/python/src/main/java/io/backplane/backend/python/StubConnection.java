@@ -119,6 +119,8 @@ final class StubConnection {
         final AtomicBoolean freed = new AtomicBoolean();
         final List<SharedRegion.Block> blocks = new ArrayList<>();
         volatile boolean stubDone;
+        /** The stub released this request with RESCHEDULE: it runs again in a later execution, under a new Req. */
+        volatile boolean rescheduled;
         SharedRegion.@Nullable Block cancelBlock;
         boolean cancelMirrored;
 
@@ -836,6 +838,10 @@ final class StubConnection {
                     case 0 -> finals.add(null);
                     case 1 -> finals.add(decodeResponse(reg, in, e.reqs.get(i)));
                     case 2 -> finals.add(null);
+                    case 3 -> {
+                        finals.add(null);
+                        e.reqs.get(i).rescheduled = true;
+                    }
                     default -> throw Wire.protocol("request state " + state + " is unknown");
                 }
                 if (state != 0) {
@@ -846,6 +852,9 @@ final class StubConnection {
             for (int i = 0; i < n; i++) {
                 InferenceResponse resp = finals.get(i);
                 Req r = e.reqs.get(i);
+                if (r.rescheduled && deliver) {
+                    reschedule(r);
+                }
                 if (resp != null) {
                     if (deliver) {
                         finish(r, resp);
@@ -944,7 +953,16 @@ final class StubConnection {
             if (fin) {
                 r.stubDone = true;
             }
-            if (e.abandoned || r.hostDone.get()) {
+            if (r.rescheduled && !e.abandoned) {
+                // sent before the model released the request for rescheduling: still the request's own
+                try {
+                    if (fin || resp != null) {
+                        r.sr.sender().send(resp, fin ? ResponseSender.FINAL : 0);
+                    }
+                } catch (IllegalStateException ex) {
+                    log.debug("{}: response for a closed request dropped", tag, ex);
+                }
+            } else if (e.abandoned || r.hostDone.get()) {
                 droppedMessages.incrementAndGet();
             } else if (fin) {
                 finish(r, resp);
@@ -982,6 +1000,22 @@ final class StubConnection {
         }
         in.str();
         return InferenceResponse.of(List.of());
+    }
+
+    /**
+     * The model released {@code r} with RESCHEDULE: the core runs it again after this execute
+     * returns. This Req is settled (a new one carries the next execution); responses the stub
+     * already sent through it still reach the request ({@link #onResponseFrame}).
+     */
+    private void reschedule(Req r) {
+        try {
+            r.sr.reschedule();
+        } catch (RuntimeException ex) {
+            r.rescheduled = false;
+            finish(r, InferenceResponse.error(BackplaneException.wrap(ex, describe() + " cannot reschedule request " + r.sr.id())));
+            return;
+        }
+        r.hostDone.set(true);
     }
 
     /** Ends {@code r} with {@code resp} (null: FINAL without a response) unless it already ended. */

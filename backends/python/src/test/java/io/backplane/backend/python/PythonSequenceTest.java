@@ -202,6 +202,62 @@ class PythonSequenceTest {
         }
     }
 
+    @Test
+    void grpc_iterativeSequence_oneRequestManyExecutions_overStreaming() throws Exception {
+        try (BackplaneHost host = host("iterative_sequence");
+                Frontend f = host.frontendFactories().get("grpc").create(context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
+            f.start();
+            URI endpoint = URI.create(f.endpoint().contains("://") ? f.endpoint() : "grpc://" + f.endpoint());
+            ManagedChannel channel = Grpc.newChannelBuilderForAddress(endpoint.getHost(), endpoint.getPort(), InsecureChannelCredentials.create()).build();
+            try {
+                LinkedBlockingQueue<ModelStreamInferResponse> streamed = new LinkedBlockingQueue<>();
+                CompletableFuture<Void> closed = new CompletableFuture<>();
+                StreamObserver<ModelInferRequest> requests = GRPCInferenceServiceGrpc.newStub(channel).withDeadlineAfter(120, TimeUnit.SECONDS)
+                        .modelStreamInfer(new StreamObserver<>() {
+                            @Override
+                            public void onNext(ModelStreamInferResponse value) {
+                                streamed.add(value);
+                            }
+
+                            @Override
+                            public void onError(Throwable t) {
+                                closed.completeExceptionally(t);
+                            }
+
+                            @Override
+                            public void onCompleted() {
+                                closed.complete(null);
+                            }
+                        });
+                // no sequence id: each request is an iterative sequence of its own; the second waits for the one slot
+                for (int n : new int[] {3, 2}) {
+                    ByteBuffer b = ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN).putInt(n);
+                    requests.onNext(ModelInferRequest.newBuilder().setModelName("iterative_sequence").setId("r" + n)
+                            .addInputs(ModelInferRequest.InferInputTensor.newBuilder().setName("IN").setDatatype("INT32").addShape(1))
+                            .addRawInputContents(ByteString.copyFrom(b.array())).build());
+                }
+                Map<String, List<Integer>> got = new java.util.TreeMap<>();
+                for (int k = 0; k < 5; k++) {
+                    ModelStreamInferResponse s = streamed.poll(120, TimeUnit.SECONDS);
+                    assertTrue(s != null && s.getErrorMessage().isEmpty(), String.valueOf(s));
+                    got.computeIfAbsent(s.getInferResponse().getId(), x -> new ArrayList<>()).add(int32(s.getInferResponse().getRawOutputContents(0)));
+                }
+                assertEquals(Map.of("r3", List.of(2, 1, 0), "r2", List.of(1, 0)), got);
+                requests.onCompleted();
+                closed.get(120, TimeUnit.SECONDS);
+                assertNull(streamed.poll());
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                while (host.sequenceSlotsInUse() != 0 && System.nanoTime() < deadline) {
+                    Thread.sleep(5);
+                }
+                assertEquals(0, host.sequenceSlotsInUse());
+                assertEquals(0, host.openRequests());
+            } finally {
+                channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+            }
+        }
+    }
+
     private static FrontendContext context(InferenceService service, Map<String, String> options) {
         return new FrontendContext() {
             @Override

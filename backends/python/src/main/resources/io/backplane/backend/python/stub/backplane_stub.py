@@ -503,6 +503,8 @@ class Runtime:
             kind = o[0]
             if kind == "open":
                 out.append(0)
+            elif kind == "rescheduled":
+                out.append(3)
             elif kind == "closed":
                 out.append(2)
             elif kind == "error":

@@ -289,7 +289,8 @@ class InferenceResponseSender:
     def __del__(self):
         # Dropped without its FINAL (no thread or task holds it any more): the request would stay open
         # until unload. The stub ends it instead, on its own thread (SimpleQueue.put is safe here).
-        if not self._closed and _runtime is not None and self._request._index >= 0:
+        if not self._closed and _runtime is not None and self._request._index >= 0 \
+                and not getattr(self._request, "_rescheduled", False):
             _runtime.dropped_senders.put(self._request)
 
 
@@ -364,8 +365,12 @@ class InferenceRequest:
         return self._flags
 
     def set_release_flags(self, flags):
-        if flags != TRITONSERVER_REQUEST_RELEASE_ALL:
-            raise TritonModelException("request rescheduling is not supported by Backplane's python backend")
+        """TRITONSERVER_REQUEST_RELEASE_RESCHEDULE: run this request again in a later execute() (decoupled models
+        whose config has sequence_batching { iterative_sequence: true }); RELEASE_ALL (the default) ends it here."""
+        if flags not in (TRITONSERVER_REQUEST_RELEASE_ALL, TRITONSERVER_REQUEST_RELEASE_RESCHEDULE):
+            raise TritonModelException("request release flags %r are invalid: use TRITONSERVER_REQUEST_RELEASE_ALL or "
+                                       "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE" % (flags,))
+        self._release_flags = flags
 
     def get_response_sender(self):
         if self._sender is None:
