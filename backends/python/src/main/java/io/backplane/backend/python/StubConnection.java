@@ -143,6 +143,8 @@ final class StubConnection {
     private final AtomicBoolean dead = new AtomicBoolean();
     private final CompletableFuture<Void> cleanedUp = new CompletableFuture<>();
     private final ConcurrentHashMap<Long, Execution> executions = new ConcurrentHashMap<>();
+    /** Reqs whose request was rescheduled and may still be open (see {@link #reschedule(Req)}). */
+    private final java.util.concurrent.ConcurrentLinkedQueue<Req> rescheduled = new java.util.concurrent.ConcurrentLinkedQueue<>();
     private final ArrayDeque<String> stderrTail = new ArrayDeque<>();
     private final AtomicLong droppedMessages = new AtomicLong();
     private @Nullable SharedRegion region;
@@ -629,6 +631,7 @@ final class StubConnection {
                 }
                 return;
             }
+            settleRescheduled(reg);
             Execution e = new Execution(nextExecId++);
             Wire.Out reqs = new Wire.Out(256);
             for (ScheduledRequest sr : batch) {
@@ -953,16 +956,7 @@ final class StubConnection {
             if (fin) {
                 r.stubDone = true;
             }
-            if (r.rescheduled && !e.abandoned) {
-                // sent before the model released the request for rescheduling: still the request's own
-                try {
-                    if (fin || resp != null) {
-                        r.sr.sender().send(resp, fin ? ResponseSender.FINAL : 0);
-                    }
-                } catch (IllegalStateException ex) {
-                    log.debug("{}: response for a closed request dropped", tag, ex);
-                }
-            } else if (e.abandoned || r.hostDone.get()) {
+            if (e.abandoned || r.hostDone.get()) {
                 droppedMessages.incrementAndGet();
             } else if (fin) {
                 finish(r, resp);
@@ -1004,8 +998,9 @@ final class StubConnection {
 
     /**
      * The model released {@code r} with RESCHEDULE: the core runs it again after this execute
-     * returns. This Req is settled (a new one carries the next execution); responses the stub
-     * already sent through it still reach the request ({@link #onResponseFrame}).
+     * returns, under a new Req. This one stays open, so that a response the stub sent through it
+     * before the release, and that the reader thread has yet to handle, still reaches the request;
+     * {@link #settleRescheduled} retires it once the request has ended.
      */
     private void reschedule(Req r) {
         try {
@@ -1015,7 +1010,19 @@ final class StubConnection {
             finish(r, InferenceResponse.error(BackplaneException.wrap(ex, describe() + " cannot reschedule request " + r.sr.id())));
             return;
         }
-        r.hostDone.set(true);
+        rescheduled.add(r);
+    }
+
+    /** Retires the Reqs of rescheduled requests that have ended since (worker thread, region read-locked). */
+    private void settleRescheduled(SharedRegion reg) {
+        for (java.util.Iterator<Req> it = rescheduled.iterator(); it.hasNext(); ) {
+            Req r = it.next();
+            if (r.sr.sender().isClosed()) {
+                it.remove();
+                r.hostDone.set(true);
+                maybeRelease(reg, r);
+            }
+        }
     }
 
     /** Ends {@code r} with {@code resp} (null: FINAL without a response) unless it already ended. */

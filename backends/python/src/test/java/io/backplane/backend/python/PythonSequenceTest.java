@@ -230,19 +230,22 @@ class PythonSequenceTest {
                             }
                         });
                 // no sequence id: each request is an iterative sequence of its own; the second waits for the one slot
-                for (int n : new int[] {3, 2}) {
-                    ByteBuffer b = ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN).putInt(n);
-                    requests.onNext(ModelInferRequest.newBuilder().setModelName("iterative_sequence").setId("r" + n)
-                            .addInputs(ModelInferRequest.InferInputTensor.newBuilder().setName("IN").setDatatype("INT32").addShape(1))
-                            .addRawInputContents(ByteString.copyFrom(b.array())).build());
+                for (int round = 0; round < 10; round++) {
+                    for (int n : new int[] {3, 2}) {
+                        ByteBuffer b = ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN).putInt(n);
+                        requests.onNext(ModelInferRequest.newBuilder().setModelName("iterative_sequence").setId("r" + n)
+                                .addInputs(ModelInferRequest.InferInputTensor.newBuilder().setName("IN").setDatatype("INT32").addShape(1))
+                                .addRawInputContents(ByteString.copyFrom(b.array())).build());
+                    }
+                    Map<String, List<Integer>> got = new java.util.TreeMap<>();
+                    for (int k = 0; k < 5; k++) {
+                        ModelStreamInferResponse s = streamed.poll(60, TimeUnit.SECONDS);
+                        assertTrue(s != null && s.getErrorMessage().isEmpty(), "round " + round + ": " + s + " after " + got);
+                        got.computeIfAbsent(s.getInferResponse().getId(), x -> new ArrayList<>())
+                                .add(int32(s.getInferResponse().getRawOutputContents(0)));
+                    }
+                    assertEquals(Map.of("r3", List.of(2, 1, 0), "r2", List.of(1, 0)), got, "round " + round);
                 }
-                Map<String, List<Integer>> got = new java.util.TreeMap<>();
-                for (int k = 0; k < 5; k++) {
-                    ModelStreamInferResponse s = streamed.poll(120, TimeUnit.SECONDS);
-                    assertTrue(s != null && s.getErrorMessage().isEmpty(), String.valueOf(s));
-                    got.computeIfAbsent(s.getInferResponse().getId(), x -> new ArrayList<>()).add(int32(s.getInferResponse().getRawOutputContents(0)));
-                }
-                assertEquals(Map.of("r3", List.of(2, 1, 0), "r2", List.of(1, 0)), got);
                 requests.onCompleted();
                 closed.get(120, TimeUnit.SECONDS);
                 assertNull(streamed.poll());
