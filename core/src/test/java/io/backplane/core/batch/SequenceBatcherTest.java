@@ -412,6 +412,7 @@ class SequenceBatcherTest {
         int sequences = 32;
         ExecutorService pool = Executors.newFixedThreadPool(sequences + 1);
         AtomicInteger idleErrors = new AtomicInteger();
+        AtomicInteger answered = new AtomicInteger();
         try {
             CountDownLatch gate = new CountDownLatch(1);
             List<Future<String>> results = new ArrayList<>();
@@ -428,6 +429,7 @@ class SequenceBatcherTest {
                         CompletableFuture<InferenceResponse> f = host.infer(req("acc", corr, in, start, false));
                         try {
                             long got = f.get(30, TimeUnit.SECONDS).output("OUT").toLongArray()[0];
+                            answered.incrementAndGet();
                             expected = step(start ? 0 : expected, in);
                             started = true;
                             if (got != expected) {
@@ -453,8 +455,13 @@ class SequenceBatcherTest {
                 }));
             }
             gate.countDown();
+            int unloadAfter = ThreadLocalRandom.current().nextInt(50, 400);
             Future<?> unload = pool.submit(() -> {
-                ThreadLocalRandom.current().nextInt(); // the unload races the traffic from its start
+                // the unload races the traffic once a random number of requests have been answered
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                while (answered.get() < unloadAfter && System.nanoTime() < deadline) {
+                    Thread.sleep(1);
+                }
                 host.unload("acc");
                 return null;
             });
