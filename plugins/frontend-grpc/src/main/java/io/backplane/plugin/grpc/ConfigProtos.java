@@ -3,6 +3,7 @@ package io.backplane.plugin.grpc;
 import io.backplane.protocol.inference.DataType;
 import io.backplane.protocol.inference.ModelConfig;
 import io.backplane.protocol.inference.ModelDynamicBatching;
+import io.backplane.protocol.inference.ModelEnsembling;
 import io.backplane.protocol.inference.ModelInput;
 import io.backplane.protocol.inference.ModelInstanceGroup;
 import io.backplane.protocol.inference.ModelOutput;
@@ -12,6 +13,7 @@ import io.backplane.protocol.inference.ModelTensorReshape;
 import io.backplane.protocol.inference.ModelTransactionPolicy;
 import io.backplane.protocol.inference.ModelVersionPolicy;
 import io.backplane.spi.config.DynamicBatching;
+import io.backplane.spi.config.EnsembleScheduling;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.QueuePolicy;
 import io.backplane.spi.config.TensorConfig;
@@ -41,7 +43,7 @@ final class ConfigProtos {
         b.setVersionPolicy(vp);
         for (TensorConfig t : c.inputs()) {
             ModelInput.Builder i = ModelInput.newBuilder().setName(t.name()).setDataType(dataType(t.dataType())).addAllDims(t.dims())
-                    .setOptional(t.optional());
+                    .setOptional(t.optional()).setFormat(format(raw(c, "input", t.name(), "format", "FORMAT_NONE")));
             List<Long> reshape = t.reshape();
             if (reshape != null) {
                 i.setReshape(ModelTensorReshape.newBuilder().addAllShape(reshape));
@@ -49,7 +51,8 @@ final class ConfigProtos {
             b.addInput(i);
         }
         for (TensorConfig t : c.outputs()) {
-            ModelOutput.Builder o = ModelOutput.newBuilder().setName(t.name()).setDataType(dataType(t.dataType())).addAllDims(t.dims());
+            ModelOutput.Builder o = ModelOutput.newBuilder().setName(t.name()).setDataType(dataType(t.dataType())).addAllDims(t.dims())
+                    .setLabelFilename(raw(c, "output", t.name(), "label_filename", ""));
             List<Long> reshape = t.reshape();
             if (reshape != null) {
                 o.setReshape(ModelTensorReshape.newBuilder().addAllShape(reshape));
@@ -71,10 +74,38 @@ final class ConfigProtos {
             }
             b.setDynamicBatching(d);
         }
+        boolean cached = c.section("response_cache").flatMap(n -> n.value("enable")).map(v -> v.equals("true") || v.equals("1")).orElse(false);
+        if (cached) {
+            b.setResponseCache(io.backplane.protocol.inference.ModelResponseCache.newBuilder().setEnable(true));
+        }
         for (Map.Entry<String, String> e : c.parameters().entrySet()) {
             b.putParameters(e.getKey(), ModelParameter.newBuilder().setStringValue(e.getValue()).build());
         }
+        EnsembleScheduling es = EnsembleScheduling.of(c).orElse(null);
+        if (es != null) {
+            ModelEnsembling.Builder m = ModelEnsembling.newBuilder();
+            for (EnsembleScheduling.Step s : es.steps()) {
+                m.addStep(ModelEnsembling.Step.newBuilder().setModelName(s.modelName()).setModelVersion(s.modelVersion())
+                        .putAllInputMap(s.inputMap()).putAllOutputMap(s.outputMap()));
+            }
+            b.setEnsembleScheduling(m);
+        }
         return b.build();
+    }
+
+    private static ModelInput.Format format(String v) {
+        ModelInput.Format f = v.chars().allMatch(Character::isDigit) ? ModelInput.Format.forNumber(Integer.parseInt(v)) : ModelInput.Format.valueOf(v);
+        return f == null ? ModelInput.Format.FORMAT_NONE : f;
+    }
+
+    /** A field of the {@code input}/{@code output} entry named {@code tensor} in the parsed file, or {@code fallback}. */
+    private static String raw(io.backplane.spi.config.ModelConfig c, String section, String tensor, String field, String fallback) {
+        for (io.backplane.spi.config.ConfigNode n : c.raw().sections(section)) {
+            if (n.value("name").orElse("").equals(tensor)) {
+                return n.value(field).orElse(fallback);
+            }
+        }
+        return fallback;
     }
 
     private static ModelQueuePolicy queue(QueuePolicy p) {

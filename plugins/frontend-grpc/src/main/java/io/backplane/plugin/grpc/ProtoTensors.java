@@ -149,6 +149,10 @@ final class ProtoTensors {
         }
         for (ModelInferRequest.InferRequestedOutputTensor o : m.getOutputsList()) {
             b.requestOutput(o.getName());
+            InferParameter classes = o.getParametersMap().get("classification");
+            if (classes != null) {
+                b.requestClassification(o.getName(), classCount(integer(classes, "output '" + o.getName() + "' classification")));
+            }
         }
         return b.build();
     }
@@ -193,6 +197,11 @@ final class ProtoTensors {
             throw BackplaneException.invalid("parameter '" + key + "' must be a bool_param, not " + p.getParameterChoiceCase());
         }
         return p.getBoolParam();
+    }
+
+    /** Triton's classification count; any count above the output's size returns every class. */
+    static int classCount(long k) {
+        return k > Integer.MAX_VALUE ? Integer.MAX_VALUE : (int) Math.max(k, Integer.MIN_VALUE);
     }
 
     private static long integer(InferParameter p, String key) {

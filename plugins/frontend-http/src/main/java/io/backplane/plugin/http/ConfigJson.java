@@ -2,6 +2,7 @@ package io.backplane.plugin.http;
 
 import com.fasterxml.jackson.core.JsonGenerator;
 import io.backplane.spi.config.DynamicBatching;
+import io.backplane.spi.config.EnsembleScheduling;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.config.QueuePolicy;
@@ -46,8 +47,8 @@ final class ConfigJson {
             }
             g.writeEndObject();
             g.writeNumberField("max_batch_size", c.maxBatchSize());
-            tensors(g, "input", c.inputs(), true);
-            tensors(g, "output", c.outputs(), false);
+            tensors(g, "input", c.inputs(), true, c);
+            tensors(g, "output", c.outputs(), false, c);
             g.writeArrayFieldStart("instance_group");
             for (InstanceGroup ig : c.instanceGroups()) {
                 g.writeStartObject();
@@ -95,8 +96,40 @@ final class ConfigJson {
             g.writeObjectFieldStart("model_transaction_policy");
             g.writeBooleanField("decoupled", c.decoupled());
             g.writeEndObject();
+            g.writeObjectFieldStart("response_cache");
+            g.writeBooleanField("enable", c.section("response_cache").flatMap(n -> n.value("enable")).map(v -> v.equals("true") || v.equals("1"))
+                    .orElse(false));
+            g.writeEndObject();
+            EnsembleScheduling es = EnsembleScheduling.of(c).orElse(null);
+            if (es != null) {
+                ensemble(g, es);
+            }
             g.writeEndObject();
         });
+    }
+
+    private static void ensemble(JsonGenerator g, EnsembleScheduling es) throws IOException {
+        g.writeObjectFieldStart("ensemble_scheduling");
+        g.writeArrayFieldStart("step");
+        for (EnsembleScheduling.Step s : es.steps()) {
+            g.writeStartObject();
+            g.writeStringField("model_name", s.modelName());
+            g.writeStringField("model_version", Long.toString(s.modelVersion()));
+            stringMap(g, "input_map", s.inputMap());
+            stringMap(g, "output_map", s.outputMap());
+            g.writeStringField("model_namespace", "");
+            g.writeEndObject();
+        }
+        g.writeEndArray();
+        g.writeEndObject();
+    }
+
+    private static void stringMap(JsonGenerator g, String field, Map<String, String> map) throws IOException {
+        g.writeObjectFieldStart(field);
+        for (Map.Entry<String, String> e : map.entrySet()) {
+            g.writeStringField(e.getKey(), e.getValue());
+        }
+        g.writeEndObject();
     }
 
     private static void queuePolicy(JsonGenerator g, QueuePolicy p) throws IOException {
@@ -108,7 +141,17 @@ final class ConfigJson {
         g.writeEndObject();
     }
 
-    private static void tensors(JsonGenerator g, String field, List<TensorConfig> ts, boolean input) throws IOException {
+    /** A field of the {@code input}/{@code output} entry named {@code tensor} in the parsed file, or {@code fallback}. */
+    static String rawTensorField(ModelConfig c, String section, String tensor, String field, String fallback) {
+        for (io.backplane.spi.config.ConfigNode n : c.raw().sections(section)) {
+            if (n.value("name").orElse("").equals(tensor)) {
+                return n.value(field).orElse(fallback);
+            }
+        }
+        return fallback;
+    }
+
+    private static void tensors(JsonGenerator g, String field, List<TensorConfig> ts, boolean input, ModelConfig c) throws IOException {
         g.writeArrayFieldStart(field);
         for (TensorConfig t : ts) {
             g.writeStartObject();
@@ -123,6 +166,9 @@ final class ConfigJson {
             }
             if (input) {
                 g.writeBooleanField("optional", t.optional());
+                g.writeStringField("format", rawTensorField(c, field, t.name(), "format", "FORMAT_NONE"));
+            } else {
+                g.writeStringField("label_filename", rawTensorField(c, field, t.name(), "label_filename", ""));
             }
             g.writeEndObject();
         }
