@@ -131,12 +131,17 @@ final class Admission implements RequestState.Hold {
         EnsembleScheduler e = ensemble;
         if (e != null) {
             r.tryDispatch(host.ticker().nanoTime()); // nothing queues: the request runs from now on
-            e.start(r);
+            if (host.callerRuns() && !(sink instanceof ChildRequests.Link)) {
+                StepTrampoline.run(() -> e.start(r)); // caller-runs: this caller runs the steps whose instances are idle
+            } else {
+                e.start(r);
+            }
             return r;
         }
         BatchGuard q = requireNonNull(queue, "queue");
-        // A child (BLS) never runs on its caller's thread: that is often a backend's I/O thread.
-        if (!inline.isEmpty() && !(sink instanceof ChildRequests.Link) && q.isIdle()) {
+        // A child (BLS) never runs on its caller's thread: that is often a backend's I/O thread. An ensemble
+        // step may, on a thread with a step trampoline (caller-runs), outside any execute.
+        if (!inline.isEmpty() && (!(sink instanceof ChildRequests.Link l) || l.ensembleStep() && StepTrampoline.mayRunStepInline()) && q.isIdle()) {
             for (InstanceSlot slot : inline) {
                 if (slot.tryRunInline(r)) {
                     return r;

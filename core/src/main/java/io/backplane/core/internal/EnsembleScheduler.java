@@ -103,7 +103,7 @@ final class EnsembleScheduler {
                         Outcome.BACKEND);
                 return;
             }
-            launch(launches);
+            launchNow(launches); // never deferred: the thread that admitted the request may be waiting for its answer
         }
 
         /**
@@ -128,6 +128,13 @@ final class EnsembleScheduler {
         }
 
         private void launch(List<Launch> launches) {
+            if (launches.isEmpty() || StepTrampoline.defer(() -> launchNow(launches))) {
+                return; // caller-runs: this thread starts them once the execute that made them ready has returned
+            }
+            launchNow(launches);
+        }
+
+        private void launchNow(List<Launch> launches) {
             for (Launch l : launches) {
                 Step s = l.step();
                 InferenceRequest.Builder b = InferenceRequest.builder(s.modelName()).version(s.modelVersion()).inputs(l.inputs())
@@ -269,7 +276,7 @@ final class EnsembleScheduler {
         }
 
         /** The observer of one step's child request; its calls are serialized by the child's link. */
-        private final class StepObserver implements ResponseObserver {
+        private final class StepObserver implements EnsembleScheduler.StepObserver {
             private final Step step;
             private boolean done;
 
@@ -301,5 +308,9 @@ final class EnsembleScheduler {
     }
 
     private record Launch(Step step, List<Tensor> inputs) {
+    }
+
+    /** What marks a child request as an ensemble step (caller-runs may run it inline, see {@link StepTrampoline}). */
+    interface StepObserver extends ResponseObserver {
     }
 }

@@ -166,12 +166,21 @@ final class InstanceSlot {
                 }
                 continue;
             }
-            claim();
-            try {
-                execute(i, batch);
-            } finally {
-                busy.set(false);
+            if (host.callerRuns()) {
+                // ensemble steps made ready by this batch run on this thread after it, when their instances are idle
+                StepTrampoline.run(() -> claimAndExecute(i, batch));
+            } else {
+                claimAndExecute(i, batch);
             }
+        }
+    }
+
+    private void claimAndExecute(ModelInstance i, List<RequestState> batch) {
+        claim();
+        try {
+            execute(i, batch);
+        } finally {
+            busy.set(false);
         }
     }
 
@@ -220,6 +229,7 @@ final class InstanceSlot {
                 }
             }, limit);
         }
+        StepTrampoline steps = StepTrampoline.executeStarted();
         try {
             i.execute(view);
         } catch (Throwable t) {
@@ -239,6 +249,7 @@ final class InstanceSlot {
                 }
             }
         } finally {
+            StepTrampoline.executeEnded(steps);
             executing = List.of();
             if (watchdog != null) {
                 watchdog.cancel(false);

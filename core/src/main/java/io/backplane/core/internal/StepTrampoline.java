@@ -1,0 +1,83 @@
+package io.backplane.core.internal;
+
+import java.util.ArrayDeque;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Caller-runs for ensemble steps: with {@code callerRuns(true)}, a thread that may run models (an
+ * ordinary caller admitting an ensemble request, or an instance worker of the core) runs the
+ * ensemble's ready steps itself, one after the other, when their instances are idle, instead of
+ * handing each step to its model's worker.
+ *
+ * <p>A step that becomes ready while this thread is inside an {@code execute} (the upstream step
+ * just sent its response) is not started there: it is deferred until that {@code execute} has
+ * returned and released its instance, so executes never nest, an instance's watchdog never counts
+ * another model's time, and the stack stays flat. Only launches of steps whose upstream response
+ * arrived on this thread are deferred; nothing on this thread waits for them, so deferral cannot
+ * deadlock. A thread without a trampoline (a backend's own thread, a frontend event loop, any
+ * thread when caller-runs is off) starts steps at once, and they queue for their models' workers.
+ *
+ * <p>Confined to one thread; no synchronization.
+ */
+final class StepTrampoline {
+    private static final ThreadLocal<@Nullable StepTrampoline> CURRENT = new ThreadLocal<>();
+
+    private final ArrayDeque<Runnable> deferred = new ArrayDeque<>();
+    private int executing;
+
+    private StepTrampoline() {
+    }
+
+    /**
+     * Runs {@code body} on this thread with a trampoline, then the step launches deferred meanwhile,
+     * in order (each may defer more). Nested calls run {@code body} within the outer trampoline.
+     */
+    static void run(Runnable body) {
+        if (CURRENT.get() != null) {
+            body.run();
+            return;
+        }
+        StepTrampoline t = new StepTrampoline();
+        CURRENT.set(t);
+        try {
+            body.run();
+            Runnable next;
+            while ((next = t.deferred.poll()) != null) {
+                next.run();
+            }
+        } finally {
+            CURRENT.remove();
+        }
+    }
+
+    /** Defers {@code launch} until this thread's current work returns; false (nothing done) when this thread has no trampoline. */
+    static boolean defer(Runnable launch) {
+        StepTrampoline t = CURRENT.get();
+        if (t == null) {
+            return false;
+        }
+        t.deferred.add(launch);
+        return true;
+    }
+
+    /** Whether an ensemble step admitted now may execute on this thread: it has a trampoline and runs no execute. */
+    static boolean mayRunStepInline() {
+        StepTrampoline t = CURRENT.get();
+        return t != null && t.executing == 0;
+    }
+
+    /** An execute starts on this thread; returns the trampoline to pass to {@link #executeEnded}, or null. */
+    static @Nullable StepTrampoline executeStarted() {
+        StepTrampoline t = CURRENT.get();
+        if (t != null) {
+            t.executing++;
+        }
+        return t;
+    }
+
+    static void executeEnded(@Nullable StepTrampoline t) {
+        if (t != null) {
+            t.executing--;
+        }
+    }
+}
