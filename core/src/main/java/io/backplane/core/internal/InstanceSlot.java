@@ -38,6 +38,8 @@ import org.slf4j.LoggerFactory;
 final class InstanceSlot {
     private static final Logger log = LoggerFactory.getLogger(InstanceSlot.class);
     private static final long POLL_MILLIS = 100;
+    /** A step whose executes average under this may run on another model's worker (about a loaded machine's wake-up). */
+    private static final long QUICK_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
 
     /**
      * Where a worker gets its work: requests already checked and dispatched, each exactly once
@@ -49,6 +51,9 @@ final class InstanceSlot {
 
         /** Caller-runs: dispatches {@code r} alone; false if it already ended or was taken. */
         boolean dispatch(RequestState r);
+
+        /** Whether nothing is queued. */
+        boolean isIdle();
     }
 
     private final ModelContext owner;
@@ -68,6 +73,8 @@ final class InstanceSlot {
     /** Held by whoever executes on this instance: the worker, or a caller running inline (caller-runs). */
     private final java.util.concurrent.atomic.AtomicBoolean busy = new java.util.concurrent.atomic.AtomicBoolean();
     private volatile @Nullable Thread worker;
+    /** A moving average of this instance's execute times, starting high: a worker lends its thread only to a quick step. */
+    private volatile long recentExecuteNanos = TimeUnit.SECONDS.toNanos(1);
     private @Nullable Model model;
 
     InstanceSlot(ModelContext owner, BatchSource source, HostContext host, long executeTimeoutMillis, Placement.Spec spec) {
@@ -94,6 +101,11 @@ final class InstanceSlot {
     private ModelInstance create() throws Exception {
         Incarnation inc = new Incarnation(generation.incrementAndGet());
         return requireNonNull(requireNonNull(model, "model").createInstance(inc), "createInstance returned null for instance '" + name + "'");
+    }
+
+    /** Whether its executes have lately been shorter than a thread wake-up costs (see {@link StepTrampoline}). */
+    boolean isQuick() {
+        return recentExecuteNanos < QUICK_NANOS;
     }
 
     boolean isReady() {
@@ -166,12 +178,8 @@ final class InstanceSlot {
                 }
                 continue;
             }
-            if (host.callerRuns()) {
-                // ensemble steps made ready by this batch run on this thread after it, when their instances are idle
-                StepTrampoline.run(() -> claimAndExecute(i, batch));
-            } else {
-                claimAndExecute(i, batch);
-            }
+            // ensemble steps made ready by this batch may run on this thread after it (StepTrampoline)
+            StepTrampoline.run(source::isIdle, () -> claimAndExecute(i, batch));
         }
     }
 
@@ -230,6 +238,7 @@ final class InstanceSlot {
             }, limit);
         }
         StepTrampoline steps = StepTrampoline.executeStarted();
+        long started = System.nanoTime();
         try {
             i.execute(view);
         } catch (Throwable t) {
@@ -250,6 +259,8 @@ final class InstanceSlot {
             }
         } finally {
             StepTrampoline.executeEnded(steps);
+            long recent = recentExecuteNanos;
+            recentExecuteNanos = recent - (recent >> 3) + ((System.nanoTime() - started) >> 3); // racy average: a heuristic
             executing = List.of();
             if (watchdog != null) {
                 watchdog.cancel(false);

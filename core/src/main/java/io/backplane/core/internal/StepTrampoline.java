@@ -1,13 +1,21 @@
 package io.backplane.core.internal;
 
 import java.util.ArrayDeque;
+import java.util.function.BooleanSupplier;
 import org.jspecify.annotations.Nullable;
 
 /**
- * Caller-runs for ensemble steps: with {@code callerRuns(true)}, a thread that may run models (an
- * ordinary caller admitting an ensemble request, or an instance worker of the core) runs the
- * ensemble's ready steps itself, one after the other, when their instances are idle, instead of
- * handing each step to its model's worker.
+ * Ensemble steps without a thread hand-off: a thread that may run models runs the ensemble's
+ * ready steps itself, one after the other, when their instances are idle, instead of handing each
+ * step to its model's worker (a thread wake-up each). Two kinds of thread have a trampoline:
+ * <ul>
+ *   <li>an instance worker of the core, after each batch: it runs a downstream step only while its
+ *       own model has nothing queued and the step's instance has been quick lately
+ *       ({@link InstanceSlot#isQuick}), so it never keeps its own requests waiting for long, and a
+ *       slow step always goes to its own worker;</li>
+ *   <li>with {@code callerRuns(true)}, the ordinary caller admitting an ensemble request: it runs
+ *       every step whose instance is idle, as caller-runs does for a direct request.</li>
+ * </ul>
  *
  * <p>A step that becomes ready while this thread is inside an {@code execute} (the upstream step
  * just sent its response) is not started there: it is deferred until that {@code execute} has
@@ -23,21 +31,25 @@ final class StepTrampoline {
     private static final ThreadLocal<@Nullable StepTrampoline> CURRENT = new ThreadLocal<>();
 
     private final ArrayDeque<Runnable> deferred = new ArrayDeque<>();
+    /** The worker's own queue is empty; null on a caller's thread. */
+    private final @Nullable BooleanSupplier workerIdle;
     private int executing;
 
-    private StepTrampoline() {
+    private StepTrampoline(@Nullable BooleanSupplier workerIdle) {
+        this.workerIdle = workerIdle;
     }
 
     /**
      * Runs {@code body} on this thread with a trampoline, then the step launches deferred meanwhile,
      * in order (each may defer more). Nested calls run {@code body} within the outer trampoline.
+     * {@code workerIdle}: for an instance worker, whether its own queue is empty; null for a caller.
      */
-    static void run(Runnable body) {
+    static void run(@Nullable BooleanSupplier workerIdle, Runnable body) {
         if (CURRENT.get() != null) {
             body.run();
             return;
         }
-        StepTrampoline t = new StepTrampoline();
+        StepTrampoline t = new StepTrampoline(workerIdle);
         CURRENT.set(t);
         try {
             body.run();
@@ -60,10 +72,18 @@ final class StepTrampoline {
         return true;
     }
 
-    /** Whether an ensemble step admitted now may execute on this thread: it has a trampoline and runs no execute. */
-    static boolean mayRunStepInline() {
+    /**
+     * Whether an ensemble step admitted now may execute on this thread, on an instance that is
+     * {@code quick} or not: this thread has a trampoline and runs no execute, and, on a worker, its
+     * own queue is empty and the instance quick.
+     */
+    static boolean mayRunStepInline(boolean quick) {
         StepTrampoline t = CURRENT.get();
-        return t != null && t.executing == 0;
+        if (t == null || t.executing != 0) {
+            return false;
+        }
+        BooleanSupplier idle = t.workerIdle;
+        return idle == null || quick && idle.getAsBoolean();
     }
 
     /** An execute starts on this thread; returns the trampoline to pass to {@link #executeEnded}, or null. */

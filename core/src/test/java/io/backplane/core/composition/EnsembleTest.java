@@ -166,8 +166,9 @@ class EnsembleTest {
         assertFalse(nested.get(), "the second step started inside the first step's execute");
     }
 
+    /** A step not yet seen to be quick (its executes' average starts high) runs on its own model's worker. */
     @Test
-    void callerRunsOff_steps_runOnTheModelsWorkers() throws Exception {
+    void defaultHost_stepNotYetQuick_runsOnItsOwnModelsWorker() throws Exception {
         List<Thread> threads = java.util.Collections.synchronizedList(new ArrayList<>());
         backend.on("add", (batch, inst) -> {
             threads.add(Thread.currentThread());
