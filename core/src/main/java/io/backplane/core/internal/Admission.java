@@ -52,6 +52,8 @@ final class Admission implements RequestState.Hold {
     private List<InstanceSlot> inline = List.of();
     /** The instances an ensemble step may run on without a hand-off (a model without a batcher), see {@link StepTrampoline}. */
     private List<InstanceSlot> stepSlots = List.of();
+    /** Whether a request of this version ever started a child request: its steps then never borrow another model's worker. */
+    private volatile boolean startsChildren;
     private @Nullable EnsembleScheduler ensemble;
     /** The host's response cache when this model uses it, else null. */
     private final @Nullable ResponseCache cache;
@@ -148,7 +150,9 @@ final class Admission implements RequestState.Hold {
             // step may, on a thread with a step trampoline (a worker, or a caller with caller-runs), outside any execute.
             if (l.ensembleStep() && !stepSlots.isEmpty() && q.isIdle()) {
                 for (InstanceSlot slot : stepSlots) {
-                    if (StepTrampoline.mayRunStepInline(slot.isQuick()) && slot.tryRunInline(r)) {
+                    // a worker lends itself only to a quick step that never waits for child requests: such a wait could
+                    // need the very worker it borrowed
+                    if (StepTrampoline.mayRunStepInline(!startsChildren && slot.isQuick()) && slot.tryRunInline(r)) {
                         return r;
                     }
                 }
@@ -213,6 +217,13 @@ final class Admission implements RequestState.Hold {
             synchronized (drained) {
                 drained.notifyAll();
             }
+        }
+    }
+
+    @Override
+    public void childStarted() {
+        if (!startsChildren) {
+            startsChildren = true;
         }
     }
 

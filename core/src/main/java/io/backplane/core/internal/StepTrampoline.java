@@ -12,7 +12,8 @@ import org.jspecify.annotations.Nullable;
  *   <li>an instance worker of the core, after each batch: it runs a downstream step only while its
  *       own model has nothing queued and the step's instance has been quick lately
  *       ({@link InstanceSlot#isQuick}), so it never keeps its own requests waiting for long, and a
- *       slow step always goes to its own worker;</li>
+ *       slow step always goes to its own worker; never to a step whose model has started child
+ *       requests (BLS), whose wait for a child could need the very worker it borrowed;</li>
  *   <li>with {@code callerRuns(true)}, the ordinary caller admitting an ensemble request: it runs
  *       every step whose instance is idle, as caller-runs does for a direct request.</li>
  * </ul>
@@ -74,8 +75,9 @@ final class StepTrampoline {
 
     /**
      * Whether an ensemble step admitted now may execute on this thread, on an instance that is
-     * {@code quick} or not: this thread has a trampoline and runs no execute, and, on a worker, its
-     * own queue is empty and the instance quick.
+     * {@code quick} (lately short executes, a model that never waits for child requests) or not:
+     * this thread has a trampoline and runs no execute, and, on a worker, its own queue is empty and
+     * the instance quick.
      */
     static boolean mayRunStepInline(boolean quick) {
         StepTrampoline t = CURRENT.get();

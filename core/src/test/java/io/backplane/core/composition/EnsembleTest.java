@@ -185,6 +185,28 @@ class EnsembleTest {
         assertTrue(threads.getFirst().getName().contains("-add") && threads.get(1).getName().contains("-mul"), threads.toString());
     }
 
+    /**
+     * A step that calls the upstream step's model (BLS) must never run on that model's only worker:
+     * its wait for the child would need the very worker it borrowed. Many requests in a row, so the
+     * steps have time to look quick.
+     */
+    @Test
+    void stepCallingUpstreamModel_manyRequests_neverWaitsOnTheWorkerItBorrowed() throws Exception {
+        scriptArithmetic();
+        backend.on("bls", (batch, inst) -> {
+            ScheduledRequest r = batch.getFirst();
+            ChildRequestsTest.Recorder rec = new ChildRequestsTest.Recorder();
+            r.startChild(request("add", in(r, "IN")), rec);
+            assertNull(rec.end.get(10, TimeUnit.SECONDS));
+            r.sender().sendFinal(longs("OUT", tagOf((InferenceResponse) rec.calls.getFirst()) * 10));
+        });
+        start(model("add", false), model("bls", false), ensemble("ens", step("add", "IN", "IN", "OUT", "t") + ", " + step("bls", "IN", "t", "OUT", "OUT")));
+        host.load("ens");
+        for (int i = 0; i < 300; i++) {
+            assertEquals((i + 2) * 10, tagOf(host.infer(request("ens", i)).get(10, TimeUnit.SECONDS)), "request " + i);
+        }
+    }
+
     @Test
     void responseCache_onTheEnsemble_secondIdenticalRequestRunsNoStep() throws Exception {
         AtomicInteger executions = new AtomicInteger();
