@@ -127,9 +127,14 @@ final class EnsembleScheduler {
             launches.add(new Launch(s, inputs));
         }
 
-        private void launch(List<Launch> launches) {
-            if (launches.isEmpty() || StepTrampoline.defer(() -> launchNow(launches))) {
-                return; // caller-runs: this thread starts them once the execute that made them ready has returned
+        /**
+         * Starts the steps that {@code from}'s response made ready. On a thread with a trampoline they
+         * start once the execute that answered has returned (perhaps on this thread, see
+         * {@link StepTrampoline}); never so for a decoupled step, whose execute may go on streaming.
+         */
+        private void launch(Step from, List<Launch> launches) {
+            if (launches.isEmpty() || !plan.stepDecoupled(from.index()) && StepTrampoline.defer(() -> launchNow(launches))) {
+                return;
             }
             launchNow(launches);
         }
@@ -220,7 +225,7 @@ final class EnsembleScheduler {
                     return; // the request ended meanwhile (cancel, unload): its steps are being cancelled
                 }
             }
-            launch(launches);
+            launch(s, launches);
         }
 
         private void onStepEnded(Step s) {

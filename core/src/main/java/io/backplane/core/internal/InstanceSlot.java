@@ -189,8 +189,13 @@ final class InstanceSlot {
                 }
                 continue;
             }
-            // ensemble steps made ready by this batch may run on this thread after it (StepTrampoline)
-            StepTrampoline.run(source::isIdle, () -> claimAndExecute(i, batch));
+            if (batch.size() == 1) {
+                // ensemble steps made ready by this request may run on this thread after it (StepTrampoline); a
+                // larger batch hands them over at once, so early answers of the batch do not wait for its end
+                StepTrampoline.run(source::isIdle, () -> claimAndExecute(i, batch));
+            } else {
+                claimAndExecute(i, batch);
+            }
         }
     }
 

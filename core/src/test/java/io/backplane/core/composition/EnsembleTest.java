@@ -185,6 +185,31 @@ class EnsembleTest {
         assertTrue(threads.getFirst().getName().contains("-add") && threads.get(1).getName().contains("-mul"), threads.toString());
     }
 
+    /** A decoupled step's response drives the downstream step at once, while its execute still runs (with and without caller-runs). */
+    @org.junit.jupiter.params.ParameterizedTest(name = "callerRuns={0}")
+    @org.junit.jupiter.params.provider.ValueSource(booleans = {false, true})
+    void decoupledStep_downstreamRunsWhileItsExecuteStillStreams(boolean callerRuns) throws Exception {
+        CountDownLatch downstreamRan = new CountDownLatch(1);
+        backend.on("add", (batch, inst) -> {
+            downstreamRan.countDown();
+            batch.getFirst().sender().sendFinal(longs("OUT", in(batch.getFirst(), "IN") + 1));
+        });
+        backend.on("repeat", (batch, inst) -> {
+            ScheduledRequest r = batch.getFirst();
+            r.sender().send(longs("OUT", in(r, "IN")), 0);
+            assertTrue(downstreamRan.await(10, TimeUnit.SECONDS), "the downstream step waited for this execute to return");
+            r.sender().send(null, ResponseSender.FINAL);
+        });
+        host = BackplaneHost.builder().backend(backend).modelControlMode(ModelControlMode.EXPLICIT).callerRuns(callerRuns)
+                .model(model("add", false)).model(model("repeat", true))
+                .model(ensemble("ens", step("repeat", "IN", "IN", "OUT", "t") + ", " + step("add", "IN", "t", "OUT", "OUT"))).build();
+        host.load("ens");
+        CountingRecorder rec = new CountingRecorder();
+        host.stream(request("ens", 4), rec);
+        assertNull(rec.end.get(10, TimeUnit.SECONDS), "the ensemble succeeded");
+        assertEquals(1, rec.terminals.get());
+    }
+
     /**
      * A step that calls the upstream step's model (BLS) must never run on that model's only worker:
      * its wait for the child would need the very worker it borrowed. Many requests in a row, so the
