@@ -52,6 +52,8 @@ final class Admission implements RequestState.Hold {
     private List<InstanceSlot> inline = List.of();
     /** The host's response cache when this model uses it, else null. */
     private final @Nullable ResponseCache cache;
+    /** This load's number in the response cache (its keys and entries); 0 without a cache. */
+    private final long cacheLoad;
 
     Admission(String name, long version, ModelConfig config, HostContext host, @Nullable ResponseOrder order, Classification classes) {
         this.name = requireNonNull(name, "name is null");
@@ -60,6 +62,7 @@ final class Admission implements RequestState.Hold {
         this.host = requireNonNull(host, "host is null");
         this.origin = new RequestState.Origin(name, version, config, this, order, host, classes);
         this.cache = ResponseCache.enabledFor(config) ? host.responseCache() : null;
+        this.cacheLoad = cache == null ? 0 : cache.newLoad();
     }
 
     /** What every request of this version carries: the version's facts and this hold. */
@@ -90,6 +93,9 @@ final class Admission implements RequestState.Hold {
     /** The version serves no more (unloaded, or its load failed). */
     void closed() {
         state.set(ModelState.UNAVAILABLE);
+        if (cache != null) {
+            cache.drop(cacheLoad);
+        }
     }
 
     /**
@@ -135,7 +141,7 @@ final class Admission implements RequestState.Hold {
 
     /** Looks {@code r} up in the response cache: a hit ends it at once; a miss marks it to be stored when it succeeds. */
     private boolean answeredFromCache(ResponseCache c, RequestState r) {
-        ResponseCache.Key key = ResponseCache.key(name, version, r.request());
+        ResponseCache.Key key = ResponseCache.key(name, version, cacheLoad, r.request());
         if (key == null) {
             return false;
         }
@@ -144,7 +150,7 @@ final class Admission implements RequestState.Hold {
         long now = host.ticker().nanoTime();
         host.listener().cacheLookup(name, version, hit != null, now - start);
         if (hit == null) {
-            r.storeOnSuccess(c, key);
+            r.storeOnSuccess(c, key, cacheLoad);
             return false;
         }
         if (r.tryDispatch(now)) {

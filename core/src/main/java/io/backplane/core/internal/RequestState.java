@@ -92,6 +92,7 @@ final class RequestState implements ScheduledRequest, ResponseSender {
     /** Set on a response-cache miss: where the successful response is stored. */
     private volatile @Nullable ResponseCache cache;
     private volatile ResponseCache.@Nullable Key cacheKey;
+    private volatile long cacheLoad;
 
     RequestState(long id, InferenceRequest request, Origin origin, ResponseSink sink, int batchSize, int priorityLevel, long arrivalNanos) {
         this.id = id;
@@ -272,8 +273,9 @@ final class RequestState implements ScheduledRequest, ResponseSender {
     }
 
     /** Marks this request to have its successful response stored in {@code c} under {@code key}. */
-    void storeOnSuccess(ResponseCache c, ResponseCache.Key key) {
+    void storeOnSuccess(ResponseCache c, ResponseCache.Key key, long load) {
         cacheKey = key;
+        cacheLoad = load;
         cache = c;
     }
 
@@ -285,7 +287,7 @@ final class RequestState implements ScheduledRequest, ResponseSender {
         }
         long start = origin.host().ticker().nanoTime();
         try {
-            if (c.insert(key, response)) {
+            if (c.insert(key, cacheLoad, response)) {
                 origin.host().listener().cacheInserted(origin.model(), origin.version(), origin.host().ticker().nanoTime() - start);
             }
         } catch (RuntimeException e) {
