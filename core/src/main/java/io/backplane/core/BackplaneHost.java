@@ -390,11 +390,9 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
 
         @Override
         public void last(@Nullable InferenceResponse last) {
-            try {
-                if (last != null) {
-                    observer.onResponse(last);
-                }
-            } finally {
+            if (last != null) {
+                observer.onLastResponse(last);
+            } else {
                 observer.onComplete();
             }
         }

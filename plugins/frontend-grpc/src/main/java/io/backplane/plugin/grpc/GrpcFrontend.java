@@ -82,6 +82,7 @@ final class GrpcFrontend implements Frontend {
                     .permitKeepAliveTime(options.permitKeepaliveTimeMillis(), TimeUnit.MILLISECONDS)
                     .permitKeepAliveWithoutCalls(options.permitKeepaliveWithoutCalls())
                     .handshakeTimeout(options.handshakeTimeoutMillis(), TimeUnit.MILLISECONDS)
+                    .intercept(new TritonHeaders())
                     .intercept(new RestrictedProtocol(options.restricted()))
                     .bossEventLoopGroup(boss).workerEventLoopGroup(workers).channelType(NioServerSocketChannel.class)
                     .directExecutor()

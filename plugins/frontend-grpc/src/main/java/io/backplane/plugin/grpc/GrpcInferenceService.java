@@ -68,6 +68,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -75,7 +76,8 @@ import org.slf4j.LoggerFactory;
  * {@code inference.GRPCInferenceService} over an {@link InferenceService}, on the stubs generated
  * from Triton's grpc_service.proto (backplane-protocol). Calls run on the transport threads (direct
  * executor) and never block them: inference completes from the thread that ends the request;
- * repository load and unload run on the admin executor. The RPCs not overridden here (shared memory, trace, log settings) answer UNIMPLEMENTED from the generated base class.
+ * repository load and unload run on the admin executor. The RPCs not overridden here (trace and log settings) answer
+ * UNIMPLEMENTED from the generated base class.
  */
 final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceServiceImplBase {
     private static final Logger log = LoggerFactory.getLogger(GrpcInferenceService.class);
@@ -109,7 +111,7 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
 
     @Override
     public StreamObserver<ModelInferRequest> modelStreamInfer(StreamObserver<ModelStreamInferResponse> obs) {
-        return new StreamSession(obs);
+        return new StreamSession(obs, TritonHeaders.GRPC_ERROR.get());
     }
 
     private static <R> void unary(StreamObserver<R> obs, Supplier<R> body) {
@@ -332,52 +334,72 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
         }
     }
 
-    /** One ModelStreamInfer call: any number of requests in flight, responses interleaved as they come. */
+    /**
+     * One ModelStreamInfer call: any number of requests in flight, responses interleaved as they
+     * come. Every response carries {@code triton_final_response} (true on the one that ends its
+     * request); with the request parameter {@code triton_enable_empty_final_response=true} a
+     * request that ends without a last response (a decoupled model's empty FINAL) gets an empty
+     * response saying so. Errors go into the stream as {@code error_message}, or, when the call
+     * carries the header {@code triton_grpc_error: true}, the first error ends the whole stream
+     * with its gRPC status, cancels the open requests and drops everything after it (Triton's
+     * semantics for both).
+     */
     private final class StreamSession implements StreamObserver<ModelInferRequest> {
         private final StreamObserver<ModelStreamInferResponse> out;
+        private final boolean grpcError;
         private final Set<RequestHandle> open = ConcurrentHashMap.newKeySet();
         private boolean halfClosed;
         private boolean finished;
         private int inFlight;
 
-        StreamSession(StreamObserver<ModelStreamInferResponse> out) {
+        StreamSession(StreamObserver<ModelStreamInferResponse> out, boolean grpcError) {
             this.out = out;
+            this.grpcError = grpcError;
         }
 
         @Override
         public void onNext(ModelInferRequest req) {
-            InferenceRequest request;
-            try {
-                request = ProtoTensors.toRequest(req);
-            } catch (Throwable t) {
-                send(error(req.getModelName(), req.getId(), t));
-                return;
-            }
-            InferParameter efr = req.getParametersMap().get("triton_enable_empty_final_response");
-            boolean emptyFinal = efr != null && efr.getBoolParam();
             synchronized (this) {
+                if (finished) {
+                    return; // the stream ended with an error status: what the client still sends is dropped
+                }
                 inFlight++;
             }
-            Observer obs = new Observer(req, emptyFinal);
-            RequestHandle h = service.stream(request, obs);
+            ProtoTensors.Parsed parsed;
+            try {
+                parsed = ProtoTensors.toRequest(req, shm);
+            } catch (Throwable t) {
+                // Refused before it ran: Triton answers with the id only.
+                fail(t, ModelStreamInferResponse.newBuilder().setErrorMessage(message(t))
+                        .setInferResponse(ModelInferResponse.newBuilder().setId(req.getId())).build());
+                ended(null, null);
+                return;
+            }
+            InferParameter efr = req.getParametersMap().get(EMPTY_FINAL);
+            Observer obs = new Observer(req, parsed, efr != null && efr.getBoolParam());
+            RequestHandle h = service.stream(parsed.request(), obs);
+            obs.handle = h;
             if (!h.isDone()) {
                 open.add(h);
+                boolean stop;
+                synchronized (this) {
+                    stop = finished;
+                }
                 if (h.isDone()) {
                     open.remove(h);
+                } else if (stop) {
+                    h.cancel();
                 }
             }
-            obs.handle = h;
         }
 
         @Override
         public void onError(Throwable t) {
             // The client cancelled or the connection broke: cancel what is still running.
-            for (RequestHandle h : open) {
-                h.cancel();
-            }
             synchronized (this) {
                 finished = true;
             }
+            cancelOpen();
         }
 
         @Override
@@ -385,6 +407,12 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
             synchronized (this) {
                 halfClosed = true;
                 maybeFinish();
+            }
+        }
+
+        private void cancelOpen() {
+            for (RequestHandle h : open) {
+                h.cancel();
             }
         }
 
@@ -410,78 +438,125 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
             }
         }
 
-        private synchronized void ended(RequestHandle h) {
-            open.remove(h);
+        /** An error: in the stream as {@code inStream}, or with triton_grpc_error as the status that ends the stream. */
+        private void fail(Throwable t, ModelStreamInferResponse inStream) {
+            if (!grpcError) {
+                send(inStream);
+                return;
+            }
+            synchronized (this) {
+                if (finished) {
+                    return;
+                }
+                finished = true;
+                try {
+                    out.onError(status(t));
+                } catch (RuntimeException e) {
+                    log.debug("stream already closed: {}", e.toString());
+                }
+            }
+            cancelOpen();
+        }
+
+        private synchronized void ended(@Nullable RequestHandle h, ProtoTensors.@Nullable Parsed parsed) {
+            if (h != null) {
+                open.remove(h);
+            }
+            if (parsed != null) {
+                parsed.release();
+            }
             inFlight--;
             maybeFinish();
         }
 
         private final class Observer implements ResponseObserver {
             private final ModelInferRequest req;
+            private final ProtoTensors.Parsed parsed;
             private final boolean emptyFinal;
-            volatile RequestHandle handle;
+            volatile @Nullable RequestHandle handle;
 
-            Observer(ModelInferRequest req, boolean emptyFinal) {
+            Observer(ModelInferRequest req, ProtoTensors.Parsed parsed, boolean emptyFinal) {
                 this.req = req;
+                this.parsed = parsed;
                 this.emptyFinal = emptyFinal;
             }
 
             @Override
             public void onResponse(InferenceResponse response) {
-                BackplaneException e = response.error();
-                if (e != null) {
-                    send(error(req.getModelName(), req.getId(), e));
-                    return;
-                }
-                ModelInferResponse r;
+                respond(response, false);
+            }
+
+            @Override
+            public void onLastResponse(InferenceResponse response) {
                 try {
-                    r = ProtoTensors.toResponse(response);
-                } catch (RuntimeException x) {
-                    send(error(req.getModelName(), req.getId(), x));
-                    return;
+                    respond(response, true);
+                } finally {
+                    done();
                 }
-                if (emptyFinal) {
-                    r = r.toBuilder().putParameters("triton_final_response", InferParameter.newBuilder().setBoolParam(false).build()).build();
-                }
-                send(ModelStreamInferResponse.newBuilder().setInferResponse(r).build());
             }
 
             @Override
             public void onComplete() {
                 if (emptyFinal) {
-                    send(ModelStreamInferResponse.newBuilder().setInferResponse(ModelInferResponse.newBuilder().setModelName(req.getModelName())
-                            .setModelVersion(req.getModelVersion()).setId(req.getId())
-                            .putParameters("triton_final_response", InferParameter.newBuilder().setBoolParam(true).build())).build());
+                    send(ModelStreamInferResponse.newBuilder().setInferResponse(echo().putParameters(FINAL_RESPONSE, flag(true))).build());
                 }
                 done();
             }
 
             @Override
             public void onError(BackplaneException error) {
-                send(error(req.getModelName(), req.getId(), error));
+                failed(error, true);
                 done();
             }
 
-            private void done() {
-                RequestHandle h = handle;
-                if (h != null) {
-                    ended(h);
-                } else {
-                    synchronized (StreamSession.this) {
-                        inFlight--;
-                        maybeFinish();
-                    }
+            private void respond(InferenceResponse response, boolean last) {
+                BackplaneException e = response.error();
+                if (e != null) {
+                    failed(e, last);
+                    return;
                 }
+                ModelInferResponse r;
+                try {
+                    r = ProtoTensors.toResponse(response, parsed.shmOutputs()).toBuilder().putParameters(FINAL_RESPONSE, flag(last)).build();
+                } catch (RuntimeException x) {
+                    failed(x, last);
+                    return;
+                }
+                send(ModelStreamInferResponse.newBuilder().setInferResponse(r).build());
+            }
+
+            /** A failed response: Triton's error message and the request's id, model and version. */
+            private void failed(Throwable t, boolean last) {
+                fail(t, ModelStreamInferResponse.newBuilder().setErrorMessage(message(t))
+                        .setInferResponse(echo().putParameters(FINAL_RESPONSE, flag(last))).build());
+            }
+
+            private ModelInferResponse.Builder echo() {
+                return ModelInferResponse.newBuilder().setModelName(req.getModelName()).setModelVersion(req.getModelVersion()).setId(req.getId());
+            }
+
+            private void done() {
+                ended(handle, parsed);
             }
         }
     }
 
-    private static ModelStreamInferResponse error(String model, String id, Throwable t) {
+    /** Request parameter: send an empty final response when a request ends without a last response. */
+    static final String EMPTY_FINAL = "triton_enable_empty_final_response";
+    /** Response parameter: whether this response is the last one of its request. */
+    static final String FINAL_RESPONSE = "triton_final_response";
+    /** Call header: with {@code true}, the first error in a stream ends it with a gRPC status. */
+    static final String GRPC_ERROR_HEADER = "triton_grpc_error";
+
+    private static InferParameter flag(boolean value) {
+        return InferParameter.newBuilder().setBoolParam(value).build();
+    }
+
+    private static String message(Throwable t) {
         if (ProtocolErrors.isUnexpected(t)) {
             log.warn("internal error serving a grpc stream request", ProtocolErrors.unwrap(t));
         }
-        return ModelStreamInferResponse.newBuilder().setErrorMessage(String.valueOf(ProtocolErrors.classify(t).getMessage()))
-                .setInferResponse(ModelInferResponse.newBuilder().setModelName(model).setId(id)).build();
+        return String.valueOf(ProtocolErrors.classify(t).getMessage());
     }
 
     /** The gRPC status for {@code t}: its {@link ProtocolErrors category}'s {@link ErrorCode#grpcStatus()} and message. */
