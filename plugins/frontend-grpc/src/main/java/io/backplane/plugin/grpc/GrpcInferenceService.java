@@ -1,7 +1,10 @@
 package io.backplane.plugin.grpc;
 
 import io.backplane.protocol.Extensions;
+import io.backplane.protocol.LoadParameters;
 import io.backplane.protocol.ModelVersions;
+import io.backplane.protocol.inference.ModelRepositoryParameter;
+import io.backplane.spi.host.LoadOverride;
 import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.protocol.ProtocolErrors;
 import io.backplane.protocol.inference.CudaSharedMemoryRegisterRequest;
@@ -303,8 +306,15 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
 
     @Override
     public void repositoryModelLoad(RepositoryModelLoadRequest req, StreamObserver<RepositoryModelLoadResponse> obs) {
-        repositoryCall("load", req.getModelName(), req.getParametersCount(), obs, () -> {
-            service.load(req.getModelName());
+        LoadOverride override;
+        try {
+            override = loadOverride(req);
+        } catch (RuntimeException e) {
+            obs.onError(status(e));
+            return;
+        }
+        repositoryCall("load", req.getModelName(), 0, obs, () -> {
+            service.load(req.getModelName(), override);
             return RepositoryModelLoadResponse.getDefaultInstance();
         });
     }
@@ -315,6 +325,25 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
             service.unload(req.getModelName());
             return RepositoryModelUnloadResponse.getDefaultInstance();
         });
+    }
+
+    /** Triton's load parameters: {@code config} (string_param, JSON) and {@code file:<path>} (bytes_param). */
+    private static LoadOverride loadOverride(RepositoryModelLoadRequest req) {
+        LoadParameters lp = LoadParameters.of(req.getModelName());
+        for (Map.Entry<String, ModelRepositoryParameter> e : req.getParametersMap().entrySet()) {
+            ModelRepositoryParameter p = e.getValue();
+            switch (p.getParameterChoiceCase()) {
+                case STRING_PARAM -> {
+                    if (e.getKey().startsWith(LoadParameters.FILE_PREFIX)) {
+                        throw lp.wrongType(e.getKey(), "a string_param (send the file as bytes_param)");
+                    }
+                    lp.text(e.getKey(), p.getStringParam());
+                }
+                case BYTES_PARAM -> lp.bytes(e.getKey(), p.getBytesParam().toByteArray());
+                default -> throw lp.wrongType(e.getKey(), "a " + p.getParameterChoiceCase().name().toLowerCase(java.util.Locale.ROOT));
+            }
+        }
+        return lp.override();
     }
 
     private <R> void repositoryCall(String op, String model, int parameters, StreamObserver<R> obs, Supplier<R> body) {

@@ -13,7 +13,9 @@ import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.Tensor;
 import io.backplane.spi.config.ModelConfig;
+import io.backplane.protocol.LoadParameters;
 import io.backplane.spi.host.InferenceService;
+import io.backplane.spi.host.LoadOverride;
 import io.backplane.spi.host.ModelMetadata;
 import io.backplane.spi.host.ModelState;
 import io.backplane.spi.host.ModelStatistics;
@@ -655,19 +657,23 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         if (n == 5 && seg.get(2).equals("models") && (seg.get(4).equals("load") || seg.get(4).equals("unload"))) {
             String model = seg.get(3);
             boolean load = seg.get(4).equals("load");
+            LoadOverride override = LoadOverride.NONE;
             if (req.content().readableBytes() > 0) {
                 JsonNode root = InferCodec.readJson(req.content());
                 JsonNode p = root.get("parameters");
                 if (p != null && p.size() > 0) {
-                    throw new BackplaneException(ErrorCode.UNSUPPORTED, "repository " + seg.get(4) + " parameters " + p
-                            + " are not supported; load models from the repository as they are");
+                    if (!load) {
+                        throw new BackplaneException(ErrorCode.UNSUPPORTED, "repository unload parameters " + p + " are not supported");
+                    }
+                    override = loadOverride(model, p);
                 }
             }
+            LoadOverride o = override;
             try {
                 admin.execute(() -> {
                     try {
                         if (load) {
-                            service.load(model);
+                            service.load(model, o);
                         } else {
                             service.unload(model);
                         }
@@ -682,6 +688,22 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
             return;
         }
         throw notFound(path);
+    }
+
+    /** Triton's load parameters: {@code config} (a JSON string) and {@code file:<path>} (base64 strings). */
+    private static LoadOverride loadOverride(String model, JsonNode parameters) {
+        if (!parameters.isObject()) {
+            throw BackplaneException.invalid("'parameters' of a load must be an object, not " + parameters);
+        }
+        LoadParameters lp = LoadParameters.of(model);
+        for (var it = parameters.properties().iterator(); it.hasNext();) {
+            var e = it.next();
+            if (!e.getValue().isTextual()) {
+                throw lp.wrongType(e.getKey(), e.getValue().getNodeType().toString().toLowerCase(java.util.Locale.ROOT));
+            }
+            lp.text(e.getKey(), e.getValue().textValue());
+        }
+        return lp.override();
     }
 
     /** Triton's statistics extension body: {@code {"model_stats":[...]}}. */

@@ -462,9 +462,11 @@ class HttpFrontendTest {
 
         HttpResponse<String> unknown = post("/v2/repository/models/nope/load", "");
         assertEquals(404, unknown.statusCode(), unknown.body());
-        HttpResponse<String> params = post("/v2/repository/models/spare/load", "{\"parameters\":{\"config\":\"{}\"}}");
-        assertEquals(501, params.statusCode(), "UNSUPPORTED is HTTP 501, as Triton answers");
-        assertTrue(error(params).contains("not supported"));
+        HttpResponse<String> escape = post("/v2/repository/models/spare/load", "{\"parameters\":{\"config\":\"{}\",\"file:../evil\":\"AAAA\"}}");
+        assertEquals(400, escape.statusCode(), escape.body());
+        assertTrue(error(escape).contains("file:../evil"), escape.body());
+        HttpResponse<String> unloadParams = post("/v2/repository/models/spare/unload", "{\"parameters\":{\"x\":\"y\"}}");
+        assertEquals(501, unloadParams.statusCode(), "UNSUPPORTED is HTTP 501, as Triton answers");
     }
 
     @Test
