@@ -5,7 +5,7 @@ import java.util.List;
 /**
  * The protocol extensions both frontends serve, in one list: REST {@code GET /v2} and gRPC
  * {@code ServerMetadata} report exactly these. Add an extension here only once both frontends
- * serve it.
+ * serve it. Extensions that depend on what the host offers are added by {@link #served(boolean)}.
  */
 public final class Extensions {
     private Extensions() {
@@ -14,4 +14,17 @@ public final class Extensions {
     /** Served by REST and gRPC. */
     public static final List<String> SERVED = List.of("model_repository", "model_configuration", "binary_tensor_data", "parameters",
             "statistics", "system_shared_memory");
+
+    /** The logging extension: served when the host hands its frontends a {@code LogControl}. */
+    public static final String LOGGING = "logging";
+
+    /** What both frontends serve: {@link #SERVED}, plus {@link #LOGGING} when the host offers a log control. */
+    public static List<String> served(boolean logging) {
+        if (!logging) {
+            return SERVED;
+        }
+        List<String> all = new java.util.ArrayList<>(SERVED);
+        all.add(LOGGING);
+        return List.copyOf(all);
+    }
 }

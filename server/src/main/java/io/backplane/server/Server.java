@@ -7,6 +7,7 @@ import io.backplane.spi.BackplaneException;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.host.Frontend;
 import io.backplane.spi.host.FrontendContext;
+import io.backplane.spi.host.LogControl;
 import io.backplane.spi.host.FrontendFactory;
 import io.backplane.spi.host.InferenceService;
 import java.util.ArrayList;
@@ -41,8 +42,12 @@ public final class Server implements AutoCloseable {
     private record Running(String name, Frontend frontend, String endpoint) {
     }
 
-    private record Context(InferenceService service, Map<String, String> options) implements FrontendContext {
+    private record Context(InferenceService service, Map<String, String> options, @org.jspecify.annotations.Nullable LogControl logControl)
+            implements FrontendContext {
     }
+
+    /** The run-time log control frontends get (Logback's, when it is the binding); found once. */
+    private static final @org.jspecify.annotations.Nullable LogControl LOGS = LogbackControl.detect();
 
     private final BackplaneHost host;
     private final List<Running> frontends;
@@ -65,7 +70,7 @@ public final class Server implements AutoCloseable {
             for (FrontendSpec spec : specs) {
                 Frontend f;
                 try {
-                    f = requireNonNull(spec.factory().create(new Context(host, spec.options())), "frontend factory returned null");
+                    f = requireNonNull(spec.factory().create(new Context(host, spec.options(), LOGS)), "frontend factory returned null");
                 } catch (Exception | LinkageError e) {
                     throw new BackplaneException(ErrorCode.INTERNAL, "frontend '" + spec.name() + "' could not be created with options "
                             + spec.options() + ": " + Main.Failures.describe(e), e);

@@ -12,4 +12,12 @@ public interface FrontendContext {
      * "pick a free one". Never null.
      */
     Map<String, String> options();
+
+    /**
+     * The host's run-time logging control, or null when the host offers none (then the frontends
+     * do not serve the logging extension). The default is null.
+     */
+    default @org.jspecify.annotations.Nullable LogControl logControl() {
+        return null;
+    }
 }

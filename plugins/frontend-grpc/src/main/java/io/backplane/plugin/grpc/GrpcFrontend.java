@@ -48,7 +48,14 @@ final class GrpcFrontend implements Frontend {
     private @Nullable ExecutorService admin;
     private volatile String endpoint = "";
 
+    private final io.backplane.spi.host.@Nullable LogControl logs;
+
     GrpcFrontend(InferenceService service, GrpcOptions options) {
+        this(service, options, null);
+    }
+
+    GrpcFrontend(InferenceService service, GrpcOptions options, io.backplane.spi.host.@Nullable LogControl logs) {
+        this.logs = logs;
         this.service = requireNonNull(service, "service is null");
         this.options = requireNonNull(options, "options is null");
     }
@@ -87,7 +94,7 @@ final class GrpcFrontend implements Frontend {
                     .bossEventLoopGroup(boss).workerEventLoopGroup(workers).channelType(NioServerSocketChannel.class)
                     .directExecutor()
                     .maxInboundMessageSize(options.maxMessageBytes())
-                    .addService(new GrpcInferenceService(service, admin, shm))
+                    .addService(new GrpcInferenceService(service, admin, shm, logs))
                     .build().start();
         } catch (Exception | Error e) {
             close();

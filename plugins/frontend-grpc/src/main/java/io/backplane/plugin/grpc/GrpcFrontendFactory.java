@@ -23,6 +23,6 @@ public final class GrpcFrontendFactory implements FrontendFactory {
 
     @Override
     public Frontend create(FrontendContext context) {
-        return new GrpcFrontend(context.service(), GrpcOptions.parse(context.options()));
+        return new GrpcFrontend(context.service(), GrpcOptions.parse(context.options()), context.logControl());
     }
 }

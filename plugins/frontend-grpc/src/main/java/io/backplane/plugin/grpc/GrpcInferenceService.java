@@ -2,6 +2,10 @@ package io.backplane.plugin.grpc;
 
 import io.backplane.protocol.Extensions;
 import io.backplane.protocol.LoadParameters;
+import io.backplane.protocol.LogSettingsCodec;
+import io.backplane.protocol.inference.LogSettingsRequest;
+import io.backplane.protocol.inference.LogSettingsResponse;
+import io.backplane.spi.host.LogControl;
 import io.backplane.protocol.ModelVersions;
 import io.backplane.protocol.inference.ModelRepositoryParameter;
 import io.backplane.spi.host.LoadOverride;
@@ -84,14 +88,15 @@ import org.slf4j.LoggerFactory;
  */
 final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceServiceImplBase {
     private static final Logger log = LoggerFactory.getLogger(GrpcInferenceService.class);
-    static final List<String> EXTENSIONS = Extensions.SERVED;
 
     private final InferenceService service;
     private final ExecutorService admin;
     private final SystemSharedMemory shm;
+    private final @Nullable LogControl logs;
 
-    GrpcInferenceService(InferenceService service, ExecutorService admin, SystemSharedMemory shm) {
+    GrpcInferenceService(InferenceService service, ExecutorService admin, SystemSharedMemory shm, @Nullable LogControl logs) {
         this.service = service;
+        this.logs = logs;
         this.shm = shm;
         this.admin = admin;
     }
@@ -109,7 +114,7 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
     @Override
     public void serverMetadata(ServerMetadataRequest req, StreamObserver<ServerMetadataResponse> obs) {
         unary(obs, () -> ServerMetadataResponse.newBuilder().setName("backplane").setVersion(service.version())
-                .addAllExtensions(EXTENSIONS).build());
+                .addAllExtensions(Extensions.served(logs != null)).build());
     }
 
     @Override
@@ -268,6 +273,41 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
                 shm.unregister(req.getName());
             }
             return SystemSharedMemoryUnregisterResponse.getDefaultInstance();
+        });
+    }
+
+    @Override
+    public void logSettings(LogSettingsRequest req, StreamObserver<LogSettingsResponse> obs) {
+        unary(obs, () -> {
+            LogControl control = logs;
+            if (control == null) {
+                throw new BackplaneException(ErrorCode.UNSUPPORTED, "this host offers no run-time logging control (logging extension)");
+            }
+            LogControl.Settings now = control.settings();
+            if (req.getSettingsCount() > 0) {
+                Map<String, Object> changes = new java.util.LinkedHashMap<>();
+                for (Map.Entry<String, LogSettingsRequest.SettingValue> e : req.getSettingsMap().entrySet()) {
+                    LogSettingsRequest.SettingValue v = e.getValue();
+                    changes.put(e.getKey(), switch (v.getParameterChoiceCase()) {
+                        case BOOL_PARAM -> v.getBoolParam();
+                        case UINT32_PARAM -> Integer.toUnsignedLong(v.getUint32Param());
+                        case STRING_PARAM -> v.getStringParam();
+                        case PARAMETERCHOICE_NOT_SET -> "(no value)";
+                    });
+                }
+                now = control.update(LogSettingsCodec.merge(now, changes));
+            }
+            LogSettingsResponse.Builder b = LogSettingsResponse.newBuilder();
+            for (Map.Entry<String, Object> e : LogSettingsCodec.toMap(now).entrySet()) {
+                LogSettingsResponse.SettingValue.Builder v = LogSettingsResponse.SettingValue.newBuilder();
+                switch (e.getValue()) {
+                    case Boolean bo -> v.setBoolParam(bo);
+                    case Integer i -> v.setUint32Param(i);
+                    default -> v.setStringParam(String.valueOf(e.getValue()));
+                }
+                b.putSettings(e.getKey(), v.build());
+            }
+            return b.build();
         });
     }
 

@@ -5,6 +5,7 @@ import static java.util.Objects.requireNonNull;
 import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.spi.host.Frontend;
 import io.backplane.spi.host.InferenceService;
+import io.backplane.spi.host.LogControl;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelInitializer;
@@ -54,7 +55,14 @@ final class HttpFrontend implements Frontend {
     private @Nullable RestHandler handler;
     static final int MAX_HEADER_BYTES = 64 * 1024;
 
+    private final @Nullable LogControl logs;
+
     HttpFrontend(InferenceService service, FrontendOptions options) {
+        this(service, options, null);
+    }
+
+    HttpFrontend(InferenceService service, FrontendOptions options, @Nullable LogControl logs) {
+        this.logs = logs;
         this.service = requireNonNull(service, "service is null");
         this.options = requireNonNull(options, "options is null");
         this.limiter = new ConnectionGuard.Limiter(options.maxConnections());
@@ -83,7 +91,7 @@ final class HttpFrontend implements Frontend {
             t.setDaemon(true);
             return t;
         });
-        RestHandler handler = new RestHandler(service, admin, inFlight, shm, options.restricted());
+        RestHandler handler = new RestHandler(service, admin, inFlight, shm, options.restricted(), logs);
         this.handler = handler;
         try {
             SslContext ssl = options.sslCert() == null ? null

@@ -22,6 +22,6 @@ public final class HttpFrontendFactory implements FrontendFactory {
 
     @Override
     public Frontend create(FrontendContext context) {
-        return new HttpFrontend(context.service(), FrontendOptions.parse(context.options()));
+        return new HttpFrontend(context.service(), FrontendOptions.parse(context.options()), context.logControl());
     }
 }

@@ -14,6 +14,8 @@ import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.Tensor;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.protocol.LoadParameters;
+import io.backplane.protocol.LogSettingsCodec;
+import io.backplane.spi.host.LogControl;
 import io.backplane.spi.host.InferenceService;
 import io.backplane.spi.host.LoadOverride;
 import io.backplane.spi.host.ModelMetadata;
@@ -50,6 +52,7 @@ import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -71,19 +74,21 @@ import org.slf4j.LoggerFactory;
 final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
     private static final Logger log = LoggerFactory.getLogger(RestHandler.class);
     static final AsciiString HEADER_LENGTH = AsciiString.cached("Inference-Header-Content-Length");
-    static final List<String> EXTENSIONS = Extensions.SERVED;
 
     private final InferenceService service;
     private final ExecutorService admin;
     private final AtomicInteger inFlight;
     private final SystemSharedMemory shm;
     private final RestrictedApis restricted;
+    private final @Nullable LogControl logs;
     private final Set<Reply> open = ConcurrentHashMap.newKeySet();
     private final Object idle = new Object();
     private volatile boolean draining;
 
-    RestHandler(InferenceService service, ExecutorService admin, AtomicInteger inFlight, SystemSharedMemory shm, RestrictedApis restricted) {
+    RestHandler(InferenceService service, ExecutorService admin, AtomicInteger inFlight, SystemSharedMemory shm, RestrictedApis restricted,
+            @Nullable LogControl logs) {
         this.service = service;
+        this.logs = logs;
         this.shm = shm;
         this.admin = admin;
         this.inFlight = inFlight;
@@ -271,8 +276,49 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
             case "cudasharedmemory" -> throw new BackplaneException(ErrorCode.UNSUPPORTED,
                     "CUDA shared memory is not supported by this server; use system shared memory (/v2/systemsharedmemory)");
             case "models" -> model(req, seg, path, reply);
+            case "logging" -> logging(req, n, m, path, reply);
             default -> throw notFound(path);
         }
+    }
+
+    /** {@code GET|POST /v2/logging}: Triton's logging extension; POST applies the settings it names and answers them all. */
+    private void logging(FullHttpRequest req, int n, HttpMethod m, String path, Reply reply) {
+        LogControl control = logs;
+        if (n != 2) {
+            throw notFound(path);
+        }
+        if (control == null) {
+            throw new BackplaneException(ErrorCode.UNSUPPORTED, "this host offers no run-time logging control (logging extension)");
+        }
+        LogControl.Settings now;
+        if (m.equals(HttpMethod.POST)) {
+            JsonNode root = InferCodec.readJson(req.content());
+            if (!root.isObject()) {
+                throw BackplaneException.invalid("the log settings must be a JSON object, not " + root);
+            }
+            Map<String, Object> changes = new java.util.LinkedHashMap<>();
+            for (Map.Entry<String, JsonNode> e : root.properties()) {
+                JsonNode v = e.getValue();
+                changes.put(e.getKey(), v.isTextual() ? v.textValue() : v.isBoolean() ? v.booleanValue() : v.canConvertToLong() && v.isIntegralNumber()
+                        ? (Object) v.longValue() : v.toString());
+            }
+            now = control.update(LogSettingsCodec.merge(control.settings(), changes));
+        } else {
+            requireMethod(m, HttpMethod.GET, path);
+            now = control.settings();
+        }
+        LogControl.Settings s = now;
+        reply.send(Responses.json(HttpResponseStatus.OK, write(g -> {
+            g.writeStartObject();
+            for (Map.Entry<String, Object> e : LogSettingsCodec.toMap(s).entrySet()) {
+                switch (e.getValue()) {
+                    case Boolean b -> g.writeBooleanField(e.getKey(), b);
+                    case Integer i -> g.writeNumberField(e.getKey(), i);
+                    default -> g.writeStringField(e.getKey(), String.valueOf(e.getValue()));
+                }
+            }
+            g.writeEndObject();
+        }), reply.keepAlive));
     }
 
     /** {@code /v2/systemsharedmemory[/region/<r>]/{status,register,unregister}}, as Triton. */
@@ -767,7 +813,7 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
             g.writeStringField("name", "backplane");
             g.writeStringField("version", service.version());
             g.writeArrayFieldStart("extensions");
-            for (String e : EXTENSIONS) {
+            for (String e : Extensions.served(logs != null)) {
                 g.writeString(e);
             }
             g.writeEndArray();
