@@ -278,6 +278,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
     @Override
     public void addListener(HostListener listener) {
         runtime.context().addListener(listener);
+        runtime.registry().replayLoaded(listener);
     }
 
     @Override

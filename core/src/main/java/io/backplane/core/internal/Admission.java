@@ -71,11 +71,11 @@ final class Admission implements RequestState.Hold {
      * Starts admitting: requests queue through {@code queue}; with caller-runs, they may first try
      * the idle instances in {@code callerRuns} on the calling thread. LOADING → READY.
      */
-    void open(BatchGuard queue, List<InstanceSlot> callerRuns) {
+    void open(BatchGuard queue, List<InstanceSlot> callerRuns, long loadNanos) {
         this.queue = requireNonNull(queue, "queue is null");
         this.inline = List.copyOf(callerRuns);
         state.set(ModelState.READY);
-        host.listener().versionLoaded(name, version);
+        host.listener().versionLoaded(name, version, loadNanos);
     }
 
     /** READY → UNLOADING: from now on new requests are refused. False when the version was not READY. */

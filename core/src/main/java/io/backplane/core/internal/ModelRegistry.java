@@ -417,6 +417,21 @@ public final class ModelRegistry {
         }
     }
 
+    /** Tells {@code listener} about every version now serving, with its load time (a listener added late). */
+    public void replayLoaded(io.backplane.spi.host.HostListener listener) {
+        for (Entry e : entries.values()) {
+            for (ModelVersion v : e.versions.values()) {
+                if (v.state() == ModelState.READY) {
+                    try {
+                        listener.versionLoaded(e.name, v.version(), v.loadNanos());
+                    } catch (RuntimeException ex) {
+                        log.warn("host listener {} failed on versionLoaded", listener.getClass().getName(), ex);
+                    }
+                }
+            }
+        }
+    }
+
     /** Open requests across every loaded version (for tests and diagnostics). */
     public int openRequests() {
         int n = 0;

@@ -47,6 +47,8 @@ final class ModelVersion {
     private @Nullable Model model;
     private @Nullable BatchGuard batches;
     private volatile String unavailableReason = "";
+    /** How long the load took (backend model, batcher, instances), for listeners added later. */
+    private long loadNanos;
     private final ChildRequests.SelfCalls selfCalls = new ChildRequests.SelfCalls();
     /** The custom metrics handed out through {@link VersionContext#metrics()}; closed when the version goes. */
     private final CustomMetrics.Scope metrics;
@@ -84,6 +86,7 @@ final class ModelVersion {
      */
     public static ModelVersion load(String name, long version, ModelConfig config, Path modelDirectory, Backend backend,
             BackendContext backendContext, BatcherFactory batcherFactory, HostContext host) {
+        long started = System.nanoTime();
         long executeTimeout = executeTimeout(config);
         CustomMetrics.Scope metrics = host.customMetrics().scope("model '" + name + "' version " + version);
         ModelVersion v = new ModelVersion(new VersionContext(name, version, config, modelDirectory, backendContext, metrics), metrics, host);
@@ -108,7 +111,8 @@ final class ModelVersion {
             v.abortLoad(t);
             throw BackplaneException.wrap(t, "model '" + name + "' version " + version + " failed to load");
         }
-        v.admission.open(requireNonNull(v.batches), callerRuns);
+        v.loadNanos = System.nanoTime() - started;
+        v.admission.open(requireNonNull(v.batches), callerRuns, v.loadNanos);
         log.info("loaded model '{}' version {} ({} instance(s), backend '{}', batcher '{}')", name, version, v.instances.size(),
                 backendContext.backendName(), batcherFactory.name());
         return v;
@@ -138,6 +142,11 @@ final class ModelVersion {
 
     public String name() {
         return context.name();
+    }
+
+    /** How long this version took to load, in nanoseconds. */
+    public long loadNanos() {
+        return loadNanos;
     }
 
     public long version() {
@@ -250,6 +259,7 @@ final class ModelVersion {
         metrics.close();
         admission.closed();
         unavailableReason = "unloaded";
+        host.listener().versionUnloaded(name, version);
         log.info("unloaded model '{}' version {}", name, version);
     }
 

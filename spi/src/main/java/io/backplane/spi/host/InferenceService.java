@@ -75,7 +75,11 @@ public interface InferenceService {
     /** Whether {@link #load} and {@link #unload} are allowed (explicit model control). */
     boolean modelControlEnabled();
 
-    /** Registers a listener for request and instance events (metrics). */
+    /**
+     * Registers a listener for request and instance events (metrics). The core's host then tells
+     * it {@link HostListener#versionLoaded(String, long, long)} for every version already serving,
+     * so a listener added late still learns their load times.
+     */
     void addListener(HostListener listener);
 
     /**
