@@ -42,8 +42,37 @@ public final class Server implements AutoCloseable {
     private record Running(String name, Frontend frontend, String endpoint) {
     }
 
-    private record Context(InferenceService service, Map<String, String> options, @org.jspecify.annotations.Nullable LogControl logControl)
-            implements FrontendContext {
+    private record Context(InferenceService service, Map<String, String> options, @org.jspecify.annotations.Nullable LogControl logControl,
+            SharedObjects objects) implements FrontendContext {
+        @Override
+        public <T extends AutoCloseable> Shared<T> shared(Class<T> type, java.util.function.Supplier<T> create) {
+            return new Shared<>(objects.get(type, create), false);
+        }
+    }
+
+    /** The objects the frontends share (one system shared-memory registry for REST and gRPC), closed after the frontends. */
+    private static final class SharedObjects {
+        private final Map<Class<?>, AutoCloseable> objects = new LinkedHashMap<>();
+
+        synchronized <T extends AutoCloseable> T get(Class<T> type, java.util.function.Supplier<T> create) {
+            AutoCloseable o = objects.get(type);
+            if (o == null) {
+                o = requireNonNull(create.get(), "shared object factory returned null");
+                objects.put(type, o);
+            }
+            return type.cast(o);
+        }
+
+        synchronized void close() {
+            for (Map.Entry<Class<?>, AutoCloseable> e : objects.entrySet()) {
+                try {
+                    e.getValue().close();
+                } catch (Exception ex) {
+                    log.warn("the shared {} failed to close", e.getKey().getSimpleName(), ex);
+                }
+            }
+            objects.clear();
+        }
     }
 
     /** The run-time log control frontends get (Logback's, when it is the binding); found once. */
@@ -54,8 +83,11 @@ public final class Server implements AutoCloseable {
     private final AtomicBoolean closing = new AtomicBoolean();
     private final CountDownLatch closed = new CountDownLatch(1);
 
-    private Server(BackplaneHost host, List<Running> frontends) {
+    private final SharedObjects shared;
+
+    private Server(BackplaneHost host, List<Running> frontends, SharedObjects shared) {
         this.host = host;
+        this.shared = shared;
         this.frontends = List.copyOf(frontends);
     }
 
@@ -66,11 +98,12 @@ public final class Server implements AutoCloseable {
     public static Server start(BackplaneHost host, List<FrontendSpec> specs) {
         requireNonNull(host, "host is null");
         List<Running> started = new ArrayList<>();
+        SharedObjects shared = new SharedObjects();
         try {
             for (FrontendSpec spec : specs) {
                 Frontend f;
                 try {
-                    f = requireNonNull(spec.factory().create(new Context(host, spec.options(), LOGS)), "frontend factory returned null");
+                    f = requireNonNull(spec.factory().create(new Context(host, spec.options(), LOGS, shared)), "frontend factory returned null");
                 } catch (Exception | LinkageError e) {
                     throw new BackplaneException(ErrorCode.INTERNAL, "frontend '" + spec.name() + "' could not be created with options "
                             + spec.options() + ": " + Main.Failures.describe(e), e);
@@ -90,6 +123,7 @@ public final class Server implements AutoCloseable {
             for (int i = started.size() - 1; i >= 0; i--) {
                 closeQuietly(started.get(i).name(), started.get(i).frontend());
             }
+            shared.close();
             try {
                 host.close();
             } catch (RuntimeException suppressed) {
@@ -97,7 +131,7 @@ public final class Server implements AutoCloseable {
             }
             throw e;
         }
-        return new Server(host, started);
+        return new Server(host, started, shared);
     }
 
     private static void closeQuietly(String name, Frontend f) {
@@ -170,6 +204,7 @@ public final class Server implements AutoCloseable {
                     Thread.currentThread().interrupt();
                 }
             }
+            shared.close(); // after every frontend: no request holds a shared region any more
             log.info("stopped in {} ms", (System.nanoTime() - t0) / 1_000_000);
         } finally {
             closed.countDown();

@@ -4,6 +4,7 @@ import static java.util.Objects.requireNonNull;
 
 import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.spi.host.Frontend;
+import io.backplane.spi.host.FrontendContext;
 import io.backplane.spi.host.InferenceService;
 import io.grpc.Server;
 import io.grpc.ServerCredentials;
@@ -41,7 +42,8 @@ final class GrpcFrontend implements Frontend {
     private final GrpcOptions options;
     private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
     /** Regions registered through this frontend; unmapped at close (after open calls end). */
-    private final SystemSharedMemory shm = new SystemSharedMemory();
+    private final SystemSharedMemory shm;
+    private final boolean ownsShm;
     private @Nullable Server server;
     private @Nullable EventLoopGroup boss;
     private @Nullable EventLoopGroup workers;
@@ -51,11 +53,14 @@ final class GrpcFrontend implements Frontend {
     private final io.backplane.spi.host.@Nullable LogControl logs;
 
     GrpcFrontend(InferenceService service, GrpcOptions options) {
-        this(service, options, null);
+        this(service, options, null, new FrontendContext.Shared<>(new SystemSharedMemory(), true));
     }
 
-    GrpcFrontend(InferenceService service, GrpcOptions options, io.backplane.spi.host.@Nullable LogControl logs) {
+    GrpcFrontend(InferenceService service, GrpcOptions options, io.backplane.spi.host.@Nullable LogControl logs,
+            FrontendContext.Shared<SystemSharedMemory> shm) {
         this.logs = logs;
+        this.shm = shm.value();
+        this.ownsShm = shm.callerCloses();
         this.service = requireNonNull(service, "service is null");
         this.options = requireNonNull(options, "options is null");
     }
@@ -164,7 +169,9 @@ final class GrpcFrontend implements Frontend {
                 Thread.currentThread().interrupt();
             }
         }
-        shm.close();
+        if (ownsShm) {
+            shm.close();
+        }
         log.info("grpc frontend at {} closed", endpoint);
     }
 }

@@ -4,6 +4,7 @@ import static java.util.Objects.requireNonNull;
 
 import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.spi.host.Frontend;
+import io.backplane.spi.host.FrontendContext;
 import io.backplane.spi.host.InferenceService;
 import io.backplane.spi.host.LogControl;
 import io.netty.bootstrap.ServerBootstrap;
@@ -45,7 +46,8 @@ final class HttpFrontend implements Frontend {
     private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
     private final AtomicInteger inFlight = new AtomicInteger();
     /** Regions registered through this frontend; unmapped at close (after in-flight requests drain). */
-    private final SystemSharedMemory shm = new SystemSharedMemory();
+    private final SystemSharedMemory shm;
+    private final boolean ownsShm;
     private @Nullable EventLoopGroup boss;
     private @Nullable EventLoopGroup workers;
     private @Nullable ExecutorService admin;
@@ -58,11 +60,13 @@ final class HttpFrontend implements Frontend {
     private final @Nullable LogControl logs;
 
     HttpFrontend(InferenceService service, FrontendOptions options) {
-        this(service, options, null);
+        this(service, options, null, new FrontendContext.Shared<>(new SystemSharedMemory(), true));
     }
 
-    HttpFrontend(InferenceService service, FrontendOptions options, @Nullable LogControl logs) {
+    HttpFrontend(InferenceService service, FrontendOptions options, @Nullable LogControl logs, FrontendContext.Shared<SystemSharedMemory> shm) {
         this.logs = logs;
+        this.shm = shm.value();
+        this.ownsShm = shm.callerCloses();
         this.service = requireNonNull(service, "service is null");
         this.options = requireNonNull(options, "options is null");
         this.limiter = new ConnectionGuard.Limiter(options.maxConnections());
@@ -175,7 +179,9 @@ final class HttpFrontend implements Frontend {
                 Thread.currentThread().interrupt();
             }
         }
-        shm.close();
+        if (ownsShm) {
+            shm.close();
+        }
         log.info("http frontend at {} closed", endpoint);
     }
 
