@@ -2,10 +2,8 @@ package io.backplane.core.internal;
 
 import static java.util.Objects.requireNonNull;
 
-import com.google.protobuf.InvalidProtocolBufferException;
-import com.google.protobuf.TextFormat;
-import com.google.protobuf.util.JsonFormat;
 import io.backplane.core.config.BackendCatalog;
+import io.backplane.core.config.JsonConfig;
 import io.backplane.core.config.ModelConfigParser;
 import io.backplane.core.config.VersionFolders;
 import io.backplane.core.repository.ModelRepository;
@@ -106,16 +104,8 @@ final class LoadOverrides implements AutoCloseable {
         }
     }
 
-    /** Triton's JSON config → config.pbtxt text, through the generated message (so unknown fields are errors). */
     private static String toText(String name, String json) {
-        io.backplane.protocol.inference.ModelConfig.Builder b = io.backplane.protocol.inference.ModelConfig.newBuilder();
-        try {
-            JsonFormat.parser().merge(json, b);
-        } catch (InvalidProtocolBufferException | RuntimeException e) {
-            throw BackplaneException.invalid("load parameter 'config' of model '" + name + "' is not a model config in Triton's JSON form: "
-                    + e.getMessage());
-        }
-        return TextFormat.printer().printToString(b.build());
+        return JsonConfig.toText(json, "load parameter 'config' of model '" + name + "'");
     }
 
     private static void checkName(String name) {
