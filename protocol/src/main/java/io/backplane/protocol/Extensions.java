@@ -5,7 +5,7 @@ import java.util.List;
 /**
  * The protocol extensions both frontends serve, in one list: REST {@code GET /v2} and gRPC
  * {@code ServerMetadata} report exactly these. Add an extension here only once both frontends
- * serve it. Extensions that depend on what the host offers are added by {@link #served(boolean)}.
+ * serve it. Extensions that depend on what the host offers are added by {@link #served(boolean, boolean)}.
  */
 public final class Extensions {
     private Extensions() {
@@ -18,13 +18,18 @@ public final class Extensions {
     /** The logging extension: served when the host hands its frontends a {@code LogControl}. */
     public static final String LOGGING = "logging";
 
-    /** What both frontends serve: {@link #SERVED}, plus {@link #LOGGING} when the host offers a log control. */
-    public static List<String> served(boolean logging) {
-        if (!logging) {
-            return SERVED;
-        }
+    /** The trace extension: served when the host hands its frontends a tracer that serves settings. */
+    public static final String TRACE = "trace";
+
+    /** What both frontends serve: {@link #SERVED}, plus {@link #LOGGING} and {@link #TRACE} when the host offers them. */
+    public static List<String> served(boolean logging, boolean trace) {
         List<String> all = new java.util.ArrayList<>(SERVED);
-        all.add(LOGGING);
+        if (logging) {
+            all.add(LOGGING);
+        }
+        if (trace) {
+            all.add(TRACE);
+        }
         return List.copyOf(all);
     }
 }

@@ -43,7 +43,7 @@ public final class Server implements AutoCloseable {
     }
 
     private record Context(InferenceService service, Map<String, String> options, @org.jspecify.annotations.Nullable LogControl logControl,
-            SharedObjects objects) implements FrontendContext {
+            SharedObjects objects, io.backplane.spi.host.RequestTracer tracer) implements FrontendContext {
         @Override
         public <T extends AutoCloseable> Shared<T> shared(Class<T> type, java.util.function.Supplier<T> create) {
             return new Shared<>(objects.get(type, create), false);
@@ -53,6 +53,8 @@ public final class Server implements AutoCloseable {
     /** The objects the frontends share (one system shared-memory registry for REST and gRPC), closed after the frontends. */
     private static final class SharedObjects {
         private final Map<Class<?>, AutoCloseable> objects = new LinkedHashMap<>();
+        /** Closed after the shared objects (the tracer). */
+        @org.jspecify.annotations.Nullable AutoCloseable last;
 
         synchronized <T extends AutoCloseable> T get(Class<T> type, java.util.function.Supplier<T> create) {
             AutoCloseable o = objects.get(type);
@@ -72,6 +74,15 @@ public final class Server implements AutoCloseable {
                 }
             }
             objects.clear();
+            AutoCloseable l = last;
+            last = null;
+            if (l != null) {
+                try {
+                    l.close();
+                } catch (Exception ex) {
+                    log.warn("{} failed to close", l.getClass().getSimpleName(), ex);
+                }
+            }
         }
     }
 
@@ -96,14 +107,26 @@ public final class Server implements AutoCloseable {
      * closed, then the host, and the failure is thrown: nothing is left running.
      */
     public static Server start(BackplaneHost host, List<FrontendSpec> specs) {
+        return start(host, specs, io.backplane.spi.host.RequestTracer.NONE);
+    }
+
+    /**
+     * As {@link #start(BackplaneHost, List)}, the frontends tracing requests with {@code tracer}
+     * (Triton's trace extension); the server closes it last when it is {@link AutoCloseable}.
+     */
+    public static Server start(BackplaneHost host, List<FrontendSpec> specs, io.backplane.spi.host.RequestTracer tracer) {
         requireNonNull(host, "host is null");
+        requireNonNull(tracer, "tracer is null");
         List<Running> started = new ArrayList<>();
         SharedObjects shared = new SharedObjects();
+        if (tracer instanceof AutoCloseable c) {
+            shared.last = c; // flushed after the frontends, so the last requests' spans are exported
+        }
         try {
             for (FrontendSpec spec : specs) {
                 Frontend f;
                 try {
-                    f = requireNonNull(spec.factory().create(new Context(host, spec.options(), LOGS, shared)), "frontend factory returned null");
+                    f = requireNonNull(spec.factory().create(new Context(host, spec.options(), LOGS, shared, tracer)), "frontend factory returned null");
                 } catch (Exception | LinkageError e) {
                     throw new BackplaneException(ErrorCode.INTERNAL, "frontend '" + spec.name() + "' could not be created with options "
                             + spec.options() + ": " + Main.Failures.describe(e), e);

@@ -29,8 +29,10 @@ public final class InferenceRequest {
     private final int priority;
     private final long timeoutMicros;
     private final String correlationId;
+    private final RequestTrace trace;
 
     private InferenceRequest(Builder b) {
+        this.trace = b.trace;
         this.modelName = b.modelName;
         this.modelVersion = b.modelVersion;
         this.id = b.id;
@@ -55,7 +57,7 @@ public final class InferenceRequest {
     /** A builder starting from this request's values. */
     public Builder toBuilder() {
         Builder b = new Builder(modelName).version(modelVersion).id(id).priority(priority).timeoutMicros(timeoutMicros)
-                .correlationId(correlationId);
+                .correlationId(correlationId).trace(trace);
         b.inputs.addAll(inputs);
         b.requestedOutputs.addAll(requestedOutputs);
         b.parameters.putAll(parameters);
@@ -110,6 +112,11 @@ public final class InferenceRequest {
         return timeoutMicros;
     }
 
+    /** The trace this request is recorded in; {@link RequestTrace#NONE} when it is not traced. */
+    public RequestTrace trace() {
+        return trace;
+    }
+
     /** Sequence correlation id; empty when none. */
     public String correlationId() {
         return correlationId;
@@ -132,6 +139,7 @@ public final class InferenceRequest {
         private int priority;
         private long timeoutMicros;
         private String correlationId = "";
+        private RequestTrace trace = RequestTrace.NONE;
 
         private Builder(String modelName) {
             this.modelName = requireNonNull(modelName, "modelName is null");
@@ -197,6 +205,12 @@ public final class InferenceRequest {
 
         public Builder correlationId(String correlationId) {
             this.correlationId = requireNonNull(correlationId, "correlationId is null");
+            return this;
+        }
+
+        /** The trace the host records this request in (Triton's trace extension); {@link RequestTrace#NONE} by default. */
+        public Builder trace(RequestTrace trace) {
+            this.trace = requireNonNull(trace, "trace is null");
             return this;
         }
 

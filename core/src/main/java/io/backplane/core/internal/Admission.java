@@ -11,6 +11,8 @@ import io.backplane.spi.host.ModelState;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -38,6 +40,7 @@ import org.jspecify.annotations.Nullable;
  * this order; {@link ModelVersion} moves it.
  */
 final class Admission implements RequestState.Hold {
+    private static final Logger log = LoggerFactory.getLogger(Admission.class);
     private final String name;
     private final long version;
     private final ModelConfig config;
@@ -150,6 +153,11 @@ final class Admission implements RequestState.Hold {
         long queued = dispatched == 0 ? end - r.arrivalNanos() : dispatched - r.arrivalNanos();
         long compute = dispatched == 0 ? 0 : end - dispatched;
         host.listener().requestEnded(name, version, outcome, Math.max(0, queued), Math.max(0, compute));
+        try {
+            r.request().trace().timings(name, version, Math.max(0, queued), Math.max(0, compute), outcome == Outcome.SUCCESS);
+        } catch (RuntimeException e) {
+            log.warn("the request trace of model '{}' failed", name, e);
+        }
         if (state.get() == ModelState.UNLOADING && open.isEmpty()) {
             synchronized (drained) {
                 drained.notifyAll();

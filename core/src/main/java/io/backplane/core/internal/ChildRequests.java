@@ -69,6 +69,13 @@ final class ChildRequests {
             if (!holders.isEmpty()) {
                 target.selfCalls().hold(link, holders, target, parent);
             }
+            if (request.trace() == io.backplane.spi.RequestTrace.NONE) {
+                // A BLS step is traced as a child of its parent's trace (no-op when the parent is not traced).
+                io.backplane.spi.RequestTrace t = parent.request().trace().child(request.modelName());
+                if (t != io.backplane.spi.RequestTrace.NONE) {
+                    request = request.toBuilder().trace(t).build();
+                }
+            }
             RequestState child = target.admit(request, link);
             link.child = child;
             // The child may already run; a cancel that came before the line above is replayed here.

@@ -22,6 +22,14 @@ public interface FrontendContext {
     }
 
     /**
+     * The host's request tracer (Triton's trace extension); {@link RequestTracer#NONE} (the
+     * default) traces nothing and the frontends then do not serve the extension.
+     */
+    default RequestTracer tracer() {
+        return RequestTracer.NONE;
+    }
+
+    /**
      * The host-wide object of {@code type}, so that the host's frontends share one (Triton's
      * system shared-memory regions: one registry for REST and gRPC). The first frontend to ask
      * creates it with {@code create}; the host closes it after every frontend has closed. The

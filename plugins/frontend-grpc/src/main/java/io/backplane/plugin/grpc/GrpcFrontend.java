@@ -51,14 +51,16 @@ final class GrpcFrontend implements Frontend {
     private volatile String endpoint = "";
 
     private final io.backplane.spi.host.@Nullable LogControl logs;
+    private final io.backplane.spi.host.RequestTracer tracer;
 
     GrpcFrontend(InferenceService service, GrpcOptions options) {
-        this(service, options, null, new FrontendContext.Shared<>(new SystemSharedMemory(), true));
+        this(service, options, null, new FrontendContext.Shared<>(new SystemSharedMemory(), true), io.backplane.spi.host.RequestTracer.NONE);
     }
 
     GrpcFrontend(InferenceService service, GrpcOptions options, io.backplane.spi.host.@Nullable LogControl logs,
-            FrontendContext.Shared<SystemSharedMemory> shm) {
+            FrontendContext.Shared<SystemSharedMemory> shm, io.backplane.spi.host.RequestTracer tracer) {
         this.logs = logs;
+        this.tracer = tracer;
         this.shm = shm.value();
         this.ownsShm = shm.callerCloses();
         this.service = requireNonNull(service, "service is null");
@@ -99,7 +101,7 @@ final class GrpcFrontend implements Frontend {
                     .bossEventLoopGroup(boss).workerEventLoopGroup(workers).channelType(NioServerSocketChannel.class)
                     .directExecutor()
                     .maxInboundMessageSize(options.maxMessageBytes())
-                    .addService(new GrpcInferenceService(service, admin, shm, logs))
+                    .addService(new GrpcInferenceService(service, admin, shm, logs, tracer))
                     .build().start();
         } catch (Exception | Error e) {
             close();

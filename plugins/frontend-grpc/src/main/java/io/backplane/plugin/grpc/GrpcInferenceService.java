@@ -6,6 +6,10 @@ import io.backplane.protocol.LogSettingsCodec;
 import io.backplane.protocol.inference.LogSettingsRequest;
 import io.backplane.protocol.inference.LogSettingsResponse;
 import io.backplane.spi.host.LogControl;
+import io.backplane.spi.host.RequestTracer;
+import io.backplane.spi.RequestTrace;
+import io.backplane.protocol.inference.TraceSettingRequest;
+import io.backplane.protocol.inference.TraceSettingResponse;
 import io.backplane.protocol.ModelVersions;
 import io.backplane.protocol.inference.ModelRepositoryParameter;
 import io.backplane.spi.host.LoadOverride;
@@ -93,10 +97,12 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
     private final ExecutorService admin;
     private final SystemSharedMemory shm;
     private final @Nullable LogControl logs;
+    private final RequestTracer tracer;
 
-    GrpcInferenceService(InferenceService service, ExecutorService admin, SystemSharedMemory shm, @Nullable LogControl logs) {
+    GrpcInferenceService(InferenceService service, ExecutorService admin, SystemSharedMemory shm, @Nullable LogControl logs, RequestTracer tracer) {
         this.service = service;
         this.logs = logs;
+        this.tracer = tracer;
         this.shm = shm;
         this.admin = admin;
     }
@@ -114,12 +120,12 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
     @Override
     public void serverMetadata(ServerMetadataRequest req, StreamObserver<ServerMetadataResponse> obs) {
         unary(obs, () -> ServerMetadataResponse.newBuilder().setName("backplane").setVersion(service.version())
-                .addAllExtensions(Extensions.served(logs != null)).build());
+                .addAllExtensions(Extensions.served(logs != null, tracer.serves())).build());
     }
 
     @Override
     public StreamObserver<ModelInferRequest> modelStreamInfer(StreamObserver<ModelStreamInferResponse> obs) {
-        return new StreamSession(obs, TritonHeaders.GRPC_ERROR.get());
+        return new StreamSession(obs, TritonHeaders.GRPC_ERROR.get(), TritonHeaders.TRACEPARENT.get());
     }
 
     private static <R> void unary(StreamObserver<R> obs, Supplier<R> body) {
@@ -203,13 +209,16 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
             obs.onError(status(t));
             return;
         }
+        RequestTrace trace = tracer.start(req.getModelName(), TritonHeaders.TRACEPARENT.get());
         try {
-            f = service.infer(parsed.request());
+            f = service.infer(trace == RequestTrace.NONE ? parsed.request() : parsed.request().toBuilder().trace(trace).build());
         } catch (Throwable t) {
             parsed.release();
+            trace.finish(t);
             obs.onError(status(t));
             return;
         }
+        f.whenComplete((r, e) -> trace.finish(e != null ? e : r.error()));
         if (obs instanceof ServerCallStreamObserver<ModelInferResponse> sco && !f.isDone()) {
             sco.setOnCancelHandler(() -> f.cancel(false));
         }
@@ -273,6 +282,27 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
                 shm.unregister(req.getName());
             }
             return SystemSharedMemoryUnregisterResponse.getDefaultInstance();
+        });
+    }
+
+    @Override
+    public void traceSetting(TraceSettingRequest req, StreamObserver<TraceSettingResponse> obs) {
+        unary(obs, () -> {
+            if (!tracer.serves()) {
+                throw new BackplaneException(ErrorCode.UNSUPPORTED, "this host does not trace requests (trace extension)");
+            }
+            Map<String, List<String>> now;
+            if (req.getSettingsCount() > 0) {
+                Map<String, @Nullable List<String>> changes = new java.util.LinkedHashMap<>();
+                // As Triton: a setting with no value clears the model's own value.
+                req.getSettingsMap().forEach((k, v) -> changes.put(k, v.getValueCount() == 0 ? null : List.copyOf(v.getValueList())));
+                now = tracer.update(req.getModelName(), changes);
+            } else {
+                now = tracer.settings(req.getModelName());
+            }
+            TraceSettingResponse.Builder b = TraceSettingResponse.newBuilder();
+            now.forEach((k, v) -> b.putSettings(k, TraceSettingResponse.SettingValue.newBuilder().addAllValue(v).build()));
+            return b.build();
         });
     }
 
@@ -421,9 +451,12 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
         private boolean finished;
         private int inFlight;
 
-        StreamSession(StreamObserver<ModelStreamInferResponse> out, boolean grpcError) {
+        private final @Nullable String traceParent;
+
+        StreamSession(StreamObserver<ModelStreamInferResponse> out, boolean grpcError, @Nullable String traceParent) {
             this.out = out;
             this.grpcError = grpcError;
+            this.traceParent = traceParent;
         }
 
         @Override
@@ -445,8 +478,9 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
                 return;
             }
             InferParameter efr = req.getParametersMap().get(EMPTY_FINAL);
-            Observer obs = new Observer(req, parsed, efr != null && efr.getBoolParam());
-            RequestHandle h = service.stream(parsed.request(), obs);
+            RequestTrace trace = tracer.start(req.getModelName(), traceParent);
+            Observer obs = new Observer(req, parsed, efr != null && efr.getBoolParam(), trace);
+            RequestHandle h = service.stream(trace == RequestTrace.NONE ? parsed.request() : parsed.request().toBuilder().trace(trace).build(), obs);
             obs.handle = h;
             if (!h.isDone()) {
                 open.add(h);
@@ -542,12 +576,15 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
             private final ModelInferRequest req;
             private final ProtoTensors.Parsed parsed;
             private final boolean emptyFinal;
+            private final RequestTrace trace;
+            private volatile @Nullable Throwable failure;
             volatile @Nullable RequestHandle handle;
 
-            Observer(ModelInferRequest req, ProtoTensors.Parsed parsed, boolean emptyFinal) {
+            Observer(ModelInferRequest req, ProtoTensors.Parsed parsed, boolean emptyFinal, RequestTrace trace) {
                 this.req = req;
                 this.parsed = parsed;
                 this.emptyFinal = emptyFinal;
+                this.trace = trace;
             }
 
             @Override
@@ -574,6 +611,7 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
 
             @Override
             public void onError(BackplaneException error) {
+                failure = error;
                 failed(error, true);
                 done();
             }
@@ -605,6 +643,7 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
             }
 
             private void done() {
+                trace.finish(failure);
                 ended(handle, parsed);
             }
         }

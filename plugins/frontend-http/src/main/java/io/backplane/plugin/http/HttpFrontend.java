@@ -7,6 +7,7 @@ import io.backplane.spi.host.Frontend;
 import io.backplane.spi.host.FrontendContext;
 import io.backplane.spi.host.InferenceService;
 import io.backplane.spi.host.LogControl;
+import io.backplane.spi.host.RequestTracer;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelInitializer;
@@ -58,13 +59,16 @@ final class HttpFrontend implements Frontend {
     static final int MAX_HEADER_BYTES = 64 * 1024;
 
     private final @Nullable LogControl logs;
+    private final RequestTracer tracer;
 
     HttpFrontend(InferenceService service, FrontendOptions options) {
-        this(service, options, null, new FrontendContext.Shared<>(new SystemSharedMemory(), true));
+        this(service, options, null, new FrontendContext.Shared<>(new SystemSharedMemory(), true), RequestTracer.NONE);
     }
 
-    HttpFrontend(InferenceService service, FrontendOptions options, @Nullable LogControl logs, FrontendContext.Shared<SystemSharedMemory> shm) {
+    HttpFrontend(InferenceService service, FrontendOptions options, @Nullable LogControl logs, FrontendContext.Shared<SystemSharedMemory> shm,
+            RequestTracer tracer) {
         this.logs = logs;
+        this.tracer = tracer;
         this.shm = shm.value();
         this.ownsShm = shm.callerCloses();
         this.service = requireNonNull(service, "service is null");
@@ -95,7 +99,7 @@ final class HttpFrontend implements Frontend {
             t.setDaemon(true);
             return t;
         });
-        RestHandler handler = new RestHandler(service, admin, inFlight, shm, options.restricted(), logs);
+        RestHandler handler = new RestHandler(service, admin, inFlight, shm, options.restricted(), logs, tracer);
         this.handler = handler;
         try {
             SslContext ssl = options.sslCert() == null ? null

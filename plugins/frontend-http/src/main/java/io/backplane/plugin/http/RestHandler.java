@@ -16,6 +16,8 @@ import io.backplane.spi.config.ModelConfig;
 import io.backplane.protocol.LoadParameters;
 import io.backplane.protocol.LogSettingsCodec;
 import io.backplane.spi.host.LogControl;
+import io.backplane.spi.host.RequestTracer;
+import io.backplane.spi.RequestTrace;
 import io.backplane.spi.host.InferenceService;
 import io.backplane.spi.host.LoadOverride;
 import io.backplane.spi.host.ModelMetadata;
@@ -81,14 +83,17 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
     private final SystemSharedMemory shm;
     private final RestrictedApis restricted;
     private final @Nullable LogControl logs;
+    private final RequestTracer tracer;
+    static final String TRACEPARENT = "traceparent";
     private final Set<Reply> open = ConcurrentHashMap.newKeySet();
     private final Object idle = new Object();
     private volatile boolean draining;
 
     RestHandler(InferenceService service, ExecutorService admin, AtomicInteger inFlight, SystemSharedMemory shm, RestrictedApis restricted,
-            @Nullable LogControl logs) {
+            @Nullable LogControl logs, RequestTracer tracer) {
         this.service = service;
         this.logs = logs;
+        this.tracer = tracer;
         this.shm = shm;
         this.admin = admin;
         this.inFlight = inFlight;
@@ -277,8 +282,72 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
                     "CUDA shared memory is not supported by this server; use system shared memory (/v2/systemsharedmemory)");
             case "models" -> model(req, seg, path, reply);
             case "logging" -> logging(req, n, m, path, reply);
+            case "trace" -> {
+                if (n != 3 || !seg.get(2).equals("setting")) {
+                    throw notFound(path);
+                }
+                traceSetting(req, "", path, reply);
+            }
             default -> throw notFound(path);
         }
+    }
+
+    /**
+     * {@code GET|POST /v2/trace/setting} (model "") and {@code /v2/models/<m>/trace/setting}:
+     * Triton's trace extension; a POST sets the settings it names (a string or a list of strings;
+     * null clears a model's own setting) and answers them all.
+     */
+    private void traceSetting(FullHttpRequest req, String model, String path, Reply reply) {
+        if (!tracer.serves()) {
+            throw new BackplaneException(ErrorCode.UNSUPPORTED, "this host does not trace requests (trace extension)");
+        }
+        Map<String, List<String>> now;
+        if (req.method().equals(HttpMethod.POST)) {
+            JsonNode root = InferCodec.readJson(req.content());
+            if (!root.isObject()) {
+                throw BackplaneException.invalid("the trace settings must be a JSON object, not " + root);
+            }
+            Map<String, @Nullable List<String>> changes = new java.util.LinkedHashMap<>();
+            for (Map.Entry<String, JsonNode> e : root.properties()) {
+                JsonNode v = e.getValue();
+                if (v.isNull()) {
+                    changes.put(e.getKey(), null);
+                } else if (v.isTextual()) {
+                    changes.put(e.getKey(), List.of(v.textValue()));
+                } else if (v.isArray()) {
+                    List<String> values = new ArrayList<>();
+                    for (JsonNode x : v) {
+                        if (!x.isTextual()) {
+                            throw BackplaneException.invalid("trace setting '" + e.getKey() + "' must be a string or a list of strings, not " + v);
+                        }
+                        values.add(x.textValue());
+                    }
+                    changes.put(e.getKey(), values);
+                } else {
+                    throw BackplaneException.invalid("trace setting '" + e.getKey() + "' must be a string or a list of strings, not " + v);
+                }
+            }
+            now = tracer.update(model, changes);
+        } else {
+            requireMethod(req.method(), HttpMethod.GET, path);
+            now = tracer.settings(model);
+        }
+        Map<String, List<String>> s = now;
+        reply.send(Responses.json(HttpResponseStatus.OK, write(g -> {
+            g.writeStartObject();
+            for (Map.Entry<String, List<String>> e : s.entrySet()) {
+                if (e.getValue().size() == 1 && !e.getKey().equals("trace_level")) {
+                    g.writeStringField(e.getKey(), e.getValue().get(0));
+                } else {
+                    g.writeArrayFieldStart(e.getKey());
+                    for (String v : e.getValue()) {
+                        g.writeString(v);
+                    }
+                    g.writeEndArray();
+                }
+            }
+            g.writeEndObject();
+        }), reply.keepAlive));
     }
 
     /** {@code GET|POST /v2/logging}: Triton's logging extension; POST applies the settings it names and answers them all. */
@@ -413,6 +482,10 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
             version = ModelVersions.parse(seg.get(4));
             i = 5;
         }
+        if (i == 3 && n == 5 && seg.get(3).equals("trace") && seg.get(4).equals("setting")) {
+            traceSetting(req, model, path, reply);
+            return;
+        }
         String action = i == n ? "" : i == n - 1 ? seg.get(i) : null;
         if (action == null) {
             throw notFound(path);
@@ -468,13 +541,16 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
             }
         }
         InferCodec.Parsed parsed = InferCodec.parse(model, version, req.content(), headerLength, shm);
+        RequestTrace trace = tracer.start(model, req.headers().get(TRACEPARENT));
         CompletableFuture<InferenceResponse> f;
         try {
-            f = service.infer(parsed.request());
+            f = service.infer(trace == RequestTrace.NONE ? parsed.request() : parsed.request().toBuilder().trace(trace).build());
         } catch (RuntimeException e) {
             parsed.release();
+            trace.finish(e);
             throw e;
         }
+        f.whenComplete((r, e) -> trace.finish(e != null ? e : r.error()));
         GenericFutureListener<ChannelFuture> onClose = cf -> f.cancel(false);
         ChannelFuture closeFuture = reply.ctx.channel().closeFuture();
         if (!f.isDone()) {
@@ -813,7 +889,7 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
             g.writeStringField("name", "backplane");
             g.writeStringField("version", service.version());
             g.writeArrayFieldStart("extensions");
-            for (String e : Extensions.served(logs != null)) {
+            for (String e : Extensions.served(logs != null, tracer.serves())) {
                 g.writeString(e);
             }
             g.writeEndArray();
