@@ -60,6 +60,53 @@ class OtelTracerTest {
     }
 
     @Test
+    void blsStep_childRequestSpanUnderItsParent_withItsOwnQueueAndCompute() throws Exception {
+        InMemorySpanExporter spans = InMemorySpanExporter.create();
+        // Model "p" answers each request with what its BLS step to "m" answered.
+        ScriptedBackend backend = new ScriptedBackend().on("p", (batch, inst) -> {
+            for (io.backplane.spi.ScheduledRequest r : batch) {
+                java.util.concurrent.CompletableFuture<io.backplane.spi.InferenceResponse> answer = new java.util.concurrent.CompletableFuture<>();
+                r.startChild(ScriptedBackend.request("m", ScriptedBackend.tagOf(ScriptedBackend.echo(r))), new io.backplane.spi.host.ResponseObserver() {
+                    @Override
+                    public void onResponse(io.backplane.spi.InferenceResponse response) {
+                        answer.complete(io.backplane.spi.InferenceResponse.of(response.outputs()));
+                    }
+
+                    @Override
+                    public void onComplete() {
+                    }
+
+                    @Override
+                    public void onError(BackplaneException error) {
+                        answer.completeExceptionally(error);
+                    }
+                });
+                r.sender().sendFinal(answer.get(10, TimeUnit.SECONDS)); // a BLS step: the parent waits for its child
+            }
+        });
+        try (OtelTracer tracer = new OtelTracer(SimpleSpanProcessor.create(spans), Map.of("trace_level", List.of("TIMESTAMPS"), "trace_rate", List.of("1")));
+                BackplaneHost host = BackplaneHost.builder().backend(backend).model(ScriptedBackend.model("p", false)).model(ScriptedBackend.model("m", false))
+                        .loadModel("p").loadModel("m").build()) {
+            RequestTrace t = tracer.start("p", null);
+            assertEquals(5, ScriptedBackend.tagOf(host.infer(ScriptedBackend.request("p", 5).toBuilder().trace(t).build()).get(10, TimeUnit.SECONDS)));
+            t.finish(null);
+
+            List<SpanData> got = spans.getFinishedSpanItems();
+            List<SpanData> requests = got.stream().filter(s -> s.getName().equals("InferRequest")).toList();
+            assertEquals(2, requests.size(), got.toString());
+            SpanData parent = requests.stream().filter(s -> s.getParentSpanId().equals(io.opentelemetry.api.trace.SpanId.getInvalid())).findFirst()
+                    .orElseThrow();
+            SpanData child = requests.stream().filter(s -> s != parent).findFirst().orElseThrow();
+            assertEquals(parent.getSpanId(), child.getParentSpanId(), "the BLS step is a child of its parent's request span");
+            assertEquals(parent.getTraceId(), child.getTraceId());
+            for (SpanData r : requests) {
+                assertEquals(2, got.stream().filter(s -> s.getParentSpanId().equals(r.getSpanId()) && !s.getName().equals("InferRequest")).count(),
+                        "QUEUE and COMPUTE under " + r);
+            }
+        }
+    }
+
+    @Test
     void settings_offByDefault_rateAndCountSample_perModelOverridesAndClears() {
         InMemorySpanExporter spans = InMemorySpanExporter.create();
         try (OtelTracer tracer = new OtelTracer(SimpleSpanProcessor.create(spans), Map.of())) {
