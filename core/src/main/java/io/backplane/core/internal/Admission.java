@@ -53,6 +53,7 @@ final class Admission implements RequestState.Hold {
     // set once by open(), before the state becomes READY; read only after admit saw READY
     private @Nullable BatchGuard queue;
     private List<InstanceSlot> inline = List.of();
+    private @Nullable EnsembleScheduler ensemble;
     /** The host's response cache when this model uses it, else null. */
     private final @Nullable ResponseCache cache;
 
@@ -81,6 +82,13 @@ final class Admission implements RequestState.Hold {
     void open(BatchGuard queue, List<InstanceSlot> callerRuns, long loadNanos) {
         this.queue = requireNonNull(queue, "queue is null");
         this.inline = List.copyOf(callerRuns);
+        state.set(ModelState.READY);
+        host.listener().versionLoaded(name, version, loadNanos);
+    }
+
+    /** Starts admitting to an ensemble: requests start at once in {@code scheduler}. LOADING → READY. */
+    void openEnsemble(EnsembleScheduler scheduler, long loadNanos) {
+        this.ensemble = requireNonNull(scheduler, "scheduler is null");
         state.set(ModelState.READY);
         host.listener().versionLoaded(name, version, loadNanos);
     }
@@ -121,6 +129,12 @@ final class Admission implements RequestState.Hold {
         }
         host.listener().requestAccepted(name, version);
         if (cache != null && !(sink instanceof Warmup.Sink) && answeredFromCache(cache, r)) {
+            return r;
+        }
+        EnsembleScheduler e = ensemble;
+        if (e != null) {
+            r.tryDispatch(host.ticker().nanoTime()); // nothing queues: the request runs from now on
+            e.start(r);
             return r;
         }
         BatchGuard q = requireNonNull(queue, "queue");
