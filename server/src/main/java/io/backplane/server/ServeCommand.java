@@ -161,6 +161,12 @@ final class ServeCommand implements Callable<Integer> {
                     + "or UNAVAILABLE/CANCELLED (gRPC) (default: ${DEFAULT-VALUE}).")
     int exitTimeoutSecs;
 
+    @Option(names = "--trace-config", paramLabel = "[<mode>,]<setting>=<value>",
+            description = "Trace extension, Triton's syntax (repeatable): level=OFF|TIMESTAMPS, rate=<N> (one request in N), count=<N> (-1: no bound), "
+                    + "mode=opentelemetry; opentelemetry,url=<OTLP/HTTP endpoint> (default http://localhost:4318/v1/traces), "
+                    + "opentelemetry,exporter=otlp|logging. Off (level=OFF) unless set here or through /v2/trace/setting.")
+    List<String> traceConfig = new ArrayList<>();
+
     @Option(names = "--log-verbose", paramLabel = "<level>", arity = "0..1", defaultValue = "0", fallbackValue = "1",
             description = "1 (or no value): io.backplane logs at DEBUG; 2 and more: TRACE.")
     int logVerbose;
@@ -233,8 +239,15 @@ final class ServeCommand implements Callable<Integer> {
         try {
             Server server;
             try {
-                BackplaneHost host = requireNonNull(customize.apply(builder), "customize returned null").build();
-                server = Server.start(host, frontends(host.frontendFactories()));
+                OtelTracer tracer = OtelTracer.fromConfig(traceConfig); // a bad --trace-config fails here, before anything starts
+                BackplaneHost host;
+                try {
+                    host = requireNonNull(customize.apply(builder), "customize returned null").build();
+                } catch (RuntimeException | Error e) {
+                    tracer.close();
+                    throw e;
+                }
+                server = Server.start(host, frontends(host.frontendFactories()), tracer); // closes the tracer when it fails or closes
                 running.set(server);
             } finally {
                 startupDone.countDown();

@@ -12,6 +12,8 @@ import io.backplane.spi.host.ModelState;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -39,6 +41,7 @@ import org.jspecify.annotations.Nullable;
  * this order; {@link ModelVersion} moves it.
  */
 final class Admission implements RequestState.Hold {
+    private static final Logger log = LoggerFactory.getLogger(Admission.class);
     private final String name;
     private final long version;
     private final ModelConfig config;
@@ -84,19 +87,19 @@ final class Admission implements RequestState.Hold {
      * the idle instances in {@code callerRuns} on the calling thread; ensemble steps may run on
      * {@code steps} from a thread with a {@link StepTrampoline}. LOADING → READY.
      */
-    void open(BatchGuard queue, List<InstanceSlot> callerRuns, List<InstanceSlot> steps) {
+    void open(BatchGuard queue, List<InstanceSlot> callerRuns, List<InstanceSlot> steps, long loadNanos) {
         this.queue = requireNonNull(queue, "queue is null");
         this.inline = List.copyOf(callerRuns);
         this.stepSlots = List.copyOf(steps);
         state.set(ModelState.READY);
-        host.listener().versionLoaded(name, version);
+        host.listener().versionLoaded(name, version, loadNanos);
     }
 
     /** Starts admitting to an ensemble: requests start at once in {@code scheduler}. LOADING → READY. */
-    void openEnsemble(EnsembleScheduler scheduler) {
+    void openEnsemble(EnsembleScheduler scheduler, long loadNanos) {
         this.ensemble = requireNonNull(scheduler, "scheduler is null");
         state.set(ModelState.READY);
-        host.listener().versionLoaded(name, version);
+        host.listener().versionLoaded(name, version, loadNanos);
     }
 
     /** READY → UNLOADING: from now on new requests are refused. False when the version was not READY. */
@@ -219,6 +222,11 @@ final class Admission implements RequestState.Hold {
         long queued = dispatched == 0 ? end - r.arrivalNanos() : dispatched - r.arrivalNanos();
         long compute = dispatched == 0 ? 0 : end - dispatched;
         host.listener().requestEnded(name, version, outcome, Math.max(0, queued), Math.max(0, compute));
+        try {
+            r.request().trace().timings(name, version, Math.max(0, queued), Math.max(0, compute), outcome == Outcome.SUCCESS);
+        } catch (RuntimeException e) {
+            log.warn("the request trace of model '{}' failed", name, e);
+        }
         if (state.get() == ModelState.UNLOADING && open.isEmpty()) {
             synchronized (drained) {
                 drained.notifyAll();
