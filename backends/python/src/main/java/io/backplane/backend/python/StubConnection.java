@@ -150,6 +150,7 @@ final class StubConnection {
     private @Nullable Thread writer;
     private final List<Thread> pumps = new ArrayList<>();
     private MemorySegment ctl = MemorySegment.NULL;
+    private final MemorySegment futexTimeout = Futex.timeout(java.lang.foreign.Arena.ofAuto(), 20);
     private long nextExecId = 1;
     private long toStubSeq;
     private volatile @Nullable Execution current;
@@ -216,6 +217,13 @@ final class StubConnection {
         return generation;
     }
 
+    /** Whether both sides of this connection wake each other through futexes (else through the socket). */
+    boolean futexWakeups() {
+        MemorySegment c = ctl;
+        return c != MemorySegment.NULL && c.get(ValueLayout.JAVA_LONG, Wire.W_HOST_FUTEX) == 1L
+                && (long) LONG.getVolatile(c, Wire.W_STUB_FUTEX) == 1L;
+    }
+
     long pid() {
         Process p = process;
         return p == null ? -1 : p.pid();
@@ -267,6 +275,8 @@ final class StubConnection {
         try {
             region = SharedRegion.create(generation, settings.shmInitialBytes(), settings.shmMaxBytes());
             ctl = region.control();
+            ctl.set(ValueLayout.JAVA_LONG, Wire.W_HOST_FUTEX, Futex.available() ? 1L : 0L);
+            ctl.set(ValueLayout.JAVA_LONG, Wire.W_STUB_SPIN_NS, settings.spinMicros() * 1000);
             try (ServerSocketChannel server = ServerSocketChannel.open(StandardProtocolFamily.UNIX)) {
                 server.bind(UnixDomainSocketAddress.of(socketPath));
                 ProcessBuilder pb = new ProcessBuilder(settings.interpreter(), "-u", "-B", stubDir.resolve("backplane_stub.py").toString(),
@@ -353,6 +363,8 @@ final class StubConnection {
         r.start();
         Process p = process;
         if (p != null) {
+            Cores.stubStarted(p.pid());
+            p.onExit().thenRun(() -> Cores.stubEnded(p.pid()));
             p.onExit().thenRun(this::onProcessExit);
         }
         log.info("{}: python stub started (pid {}, generation {}, region {})", tag, pid(), generation, region == null ? "" : region.prefix());
@@ -672,11 +684,23 @@ final class StubConnection {
             ctl.set(ValueLayout.JAVA_LONG, Wire.W_MSG_CHUNK, e.msgBlock.chunk());
             ctl.set(ValueLayout.JAVA_LONG, Wire.W_MSG_OFF, e.msgBlock.offset());
             ctl.set(ValueLayout.JAVA_LONG, Wire.W_MSG_LEN, msg.size());
-            LONG.setVolatile(ctl, Wire.W_TO_STUB_SEQ, e.seq);
-            if ((long) LONG.getVolatile(ctl, Wire.W_STUB_WAITING) != 0) {
-                trySend(Wire.F_WAKE, new byte[0]);
+            // How long the stub may spin for its next execution once this one is done: decided by the
+            // cores free now, for every stub of this JVM together (Cores).
+            ctl.set(ValueLayout.JAVA_LONG, Wire.W_STUB_SPIN_NS, Cores.stubMaySpin() ? settings.spinMicros() * 1000 : 0L);
+            Cores.executionPosted();
+            boolean got;
+            try {
+                LONG.setVolatile(ctl, Wire.W_TO_STUB_SEQ, e.seq);
+                long waiting = (long) LONG.getVolatile(ctl, Wire.W_STUB_WAITING);
+                if (waiting == Wire.WAITING_FUTEX) {
+                    Futex.wakeAll(ctl.asSlice(Wire.W_TO_STUB_SEQ, 4));
+                } else if (waiting != 0) {
+                    trySend(Wire.F_WAKE, new byte[0]);
+                }
+                got = awaitReply(e);
+            } finally {
+                Cores.executionReturned();
             }
-            boolean got = awaitReply(e);
             if (got) {
                 synchronized (e) {
                     processResult(reg, e, !e.abandoned);
@@ -775,12 +799,20 @@ final class StubConnection {
         }
     }
 
+    /**
+     * Waits for the stub's result: spins while {@link Cores} grants a spin (never with more busy
+     * stubs and spinning host threads than free cores), then sleeps on the reply word's futex (or
+     * parks for the socket's WAKE_HOST where the stub or the JVM has no futex).
+     */
     private boolean awaitReply(Execution e) {
-        long spinEnd = System.nanoTime() + settings.spinMicros() * 1000;
+        boolean spin = settings.spinMicros() > 0 && Cores.tryEnterHostSpin();
+        long spinEnd = spin ? System.nanoTime() + settings.spinMicros() * 1000 : 0;
+        boolean futex = ctl.get(ValueLayout.JAVA_LONG, Wire.W_HOST_FUTEX) == 1L && ctl.get(ValueLayout.JAVA_LONG, Wire.W_STUB_FUTEX) == 1L;
         boolean waiting = false;
         try {
             while (true) {
-                if ((long) LONG.getVolatile(ctl, Wire.W_REPLY_SEQ) == e.seq) {
+                long reply = (long) LONG.getVolatile(ctl, Wire.W_REPLY_SEQ);
+                if (reply == e.seq) {
                     return true;
                 }
                 if (e.abandoned || dead.get()) {
@@ -792,17 +824,29 @@ final class StubConnection {
                     return false;
                 }
                 if (!waiting) {
-                    if (System.nanoTime() < spinEnd) {
+                    if (spin && System.nanoTime() < spinEnd) {
                         Thread.onSpinWait();
                     } else {
-                        LONG.setVolatile(ctl, Wire.W_HOST_WAITING, 1L);
+                        if (spin) {
+                            spin = false;
+                            Cores.exitHostSpin();
+                        }
+                        LONG.setVolatile(ctl, Wire.W_HOST_WAITING, futex ? Wire.WAITING_FUTEX : 1L);
                         waiting = true;
                     }
                     continue;
                 }
-                LockSupport.parkNanos(1_000_000);
+                if (futex) {
+                    // Bounded so that a dead stub, an abandoned execution or an interrupt is seen.
+                    Futex.await(ctl.asSlice(Wire.W_REPLY_SEQ, 4), (int) reply, futexTimeout);
+                } else {
+                    LockSupport.parkNanos(1_000_000);
+                }
             }
         } finally {
+            if (spin) {
+                Cores.exitHostSpin();
+            }
             if (waiting) {
                 LONG.setVolatile(ctl, Wire.W_HOST_WAITING, 0L);
             }
