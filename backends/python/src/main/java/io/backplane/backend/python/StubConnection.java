@@ -506,6 +506,44 @@ final class StubConnection {
         return body;
     }
 
+    /**
+     * The reader's frames, read in bulk: one read takes every frame the stub has sent so far (a
+     * wake-up of the reader delivers them all), and each frame is copied into its own buffer, as
+     * {@link #readFrame} gives it.
+     */
+    private static final class FrameReader {
+        private final ByteBuffer buf = ByteBuffer.allocate(64 << 10).order(ByteOrder.LITTLE_ENDIAN).flip();
+
+        ByteBuffer next(SocketChannel ch) throws IOException {
+            fill(ch, 4);
+            int n = buf.getInt(buf.position());
+            if (n < 1 || n > Wire.MAX_FRAME) {
+                throw Wire.protocol("frame length " + n + " out of range");
+            }
+            ByteBuffer body = ByteBuffer.allocate(n).order(ByteOrder.LITTLE_ENDIAN);
+            buf.position(buf.position() + 4);
+            int now = Math.min(n, buf.remaining());
+            body.put(body.position(), buf, buf.position(), now).position(now);
+            buf.position(buf.position() + now);
+            readFully(ch, body); // the rest of a frame larger than what was buffered
+            return body.flip();
+        }
+
+        /** Makes at least {@code need} bytes available, reading as much as the socket has. */
+        private void fill(SocketChannel ch, int need) throws IOException {
+            if (buf.remaining() >= need) {
+                return;
+            }
+            buf.compact();
+            while (buf.position() < need) {
+                if (ch.read(buf) < 0) {
+                    throw new IOException("the python stub closed its connection");
+                }
+            }
+            buf.flip();
+        }
+    }
+
     private static void readFully(SocketChannel ch, ByteBuffer b) throws IOException {
         while (b.hasRemaining()) {
             if (ch.read(b) < 0) {
@@ -547,11 +585,16 @@ final class StubConnection {
     private void writeLoop() {
         SocketChannel ch = channel;
         try {
+            List<ByteBuffer> batch = new ArrayList<>();
             while (ch != null && !dead.get()) {
-                ByteBuffer b = outbox.take();
-                while (b.hasRemaining()) {
-                    ch.write(b);
+                batch.add(outbox.take());
+                outbox.drainTo(batch, 255); // every frame queued so far goes out in one gathering write
+                ByteBuffer[] bufs = batch.toArray(ByteBuffer[]::new);
+                ByteBuffer last = bufs[bufs.length - 1];
+                while (last.hasRemaining()) {
+                    ch.write(bufs);
                 }
+                batch.clear();
             }
         } catch (InterruptedException e) {
             // teardown
@@ -572,9 +615,10 @@ final class StubConnection {
 
     private void readLoop() {
         SocketChannel ch = channel;
+        FrameReader frames = new FrameReader();
         try {
             while (ch != null) {
-                ByteBuffer f = readFrame(ch, (byte) 0);
+                ByteBuffer f = frames.next(ch);
                 byte type = f.get();
                 switch (type) {
                     case Wire.F_PONG -> {

@@ -286,7 +286,13 @@ class Runtime:
             if buf is None:
                 if not self.out:
                     return False
-                buf = memoryview(self.out.popleft())
+                if len(self.out) == 1:
+                    buf = memoryview(self.out.popleft())
+                else:  # every frame queued so far in one send
+                    parts = []
+                    while self.out and len(parts) < 256:
+                        parts.append(self.out.popleft())
+                    buf = memoryview(b"".join(parts))
             try:
                 n = self.sock.send(buf)
             except (BlockingIOError, InterruptedError):
