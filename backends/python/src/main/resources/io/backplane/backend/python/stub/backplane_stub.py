@@ -633,6 +633,16 @@ class Runtime:
                 requests = None
                 gc.collect(0)
 
+    def wake_main_for_shutdown(self):
+        """Wakes the main thread from its futex sleep. It may have checked `shutdown` just before this
+        thread set it and be entering the sleep only now, so the wake repeats while it still sleeps."""
+        addr = self.futex.addr(W_TO_STUB_SEQ)
+        for _ in range(5000):
+            self.futex.wake(addr)
+            if self.ctl[W_STUB_WAITING] != WAITING_FUTEX:
+                return
+            time.sleep(0.001)
+
     def reader_loop(self):
         buf = bytearray()
         sock = self.sock
@@ -671,7 +681,7 @@ class Runtime:
                     self.shutdown = True
                     self.wake.set()
                     if self.futex is not None:
-                        self.futex.wake(self.futex.addr(W_TO_STUB_SEQ))
+                        self.wake_main_for_shutdown()
 
 
 def recv_exactly(sock, n):
