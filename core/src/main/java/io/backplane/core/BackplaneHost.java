@@ -449,6 +449,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         private final List<HostListener> listeners = new ArrayList<>();
         private @Nullable ClassLoader classLoader;
         private boolean callerRuns;
+        private long responseCacheBytes;
 
         private Builder() {
         }
@@ -555,6 +556,21 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
             return this;
         }
 
+        /**
+         * The host-wide response cache (Triton's {@code --cache-config local,size=<bytes>}): at
+         * most {@code bytes} bytes of responses, least recently used first out, used by models whose
+         * config has {@code response_cache { enable: true }}. Off (0) by default.
+         *
+         * @throws IllegalArgumentException when {@code bytes} is negative
+         */
+        public Builder responseCache(long bytes) {
+            if (bytes < 0) {
+                throw new IllegalArgumentException("response cache size " + bytes + " is negative; give a size in bytes ≥ 0 (0 turns the cache off)");
+            }
+            responseCacheBytes = bytes;
+            return this;
+        }
+
         private static Duration positive(Duration d, String what) {
             requireNonNull(d, what + " is null");
             if (d.isNegative() || d.isZero()) {
@@ -579,7 +595,8 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
             allBatchers.add(new DynamicBatcherFactory());
             ClassLoader loader = classLoader != null ? classLoader : BackplaneHost.class.getClassLoader();
             HostOptions options = new HostOptions(repositories, backendsDirectories, mode, initialModels, pollInterval, unloadTimeout,
-                    restartBackoffMin, restartBackoffMax, backendOptions, backends, allBatchers, codeModels, ticker, listeners, loader, callerRuns);
+                    restartBackoffMin, restartBackoffMax, backendOptions, backends, allBatchers, codeModels, ticker, listeners, loader, callerRuns,
+                    responseCacheBytes);
             Path work;
             try {
                 work = Files.createTempDirectory("backplane-");

@@ -12,6 +12,6 @@ public final class Extensions {
     }
 
     /** Served by REST and gRPC. */
-    public static final List<String> SERVED = List.of("model_repository", "model_configuration", "binary_tensor_data", "parameters",
+    public static final List<String> SERVED = List.of("model_repository", "model_configuration", "binary_tensor_data", "classification", "parameters",
             "statistics", "system_shared_memory");
 }

@@ -152,6 +152,10 @@ final class ServeCommand implements Callable<Integer> {
             description = "Clients pinging more often than this are disconnected (default 300000).")
     @Nullable Long grpcMinRecvPingInterval;
 
+    @Option(names = "--cache-config", paramLabel = "local,size=<bytes>", converter = Converters.PluginSetting.class,
+            description = "The host-wide response cache, Triton's syntax: local,size=<bytes>. Models use it with response_cache { enable: true }.")
+    List<PluginOption> cacheConfig = new ArrayList<>();
+
     @Option(names = "--exit-timeout-secs", paramLabel = "<s>", defaultValue = "30", converter = Converters.Seconds.class,
             description = "On shutdown, one deadline for every frontend and the host: requests still open then are answered 503 (REST) "
                     + "or UNAVAILABLE/CANCELLED (gRPC) (default: ${DEFAULT-VALUE}).")
@@ -179,6 +183,7 @@ final class ServeCommand implements Callable<Integer> {
         List<Path> backends = backendsDirectories();
         ModelControlMode mode = controlMode();
         builtinOptions("grpc"); // bad TLS flags fail here, before anything starts
+        cacheBytes(); // and bad cache flags
         try (LogLevels.Restore _ = LogLevels.verbose("io.backplane", logVerbose)) {
             return serve(repositories, backends, mode);
         }
@@ -195,6 +200,11 @@ final class ServeCommand implements Callable<Integer> {
         backends.forEach(builder::backendsDirectory);
         for (PluginOption o : backendConfig) {
             builder.backendOption(o.name(), o.key(), o.value());
+        }
+        long cacheBytes = cacheBytes();
+        if (cacheBytes > 0) {
+            builder.responseCache(cacheBytes);
+            log.info("response cache: local, {} bytes", cacheBytes);
         }
         log.info("Backplane {} starting: model repositories {}, model control mode {}, backends directories {}", BackplaneHost.VERSION, repositories,
                 mode.name().toLowerCase(Locale.ROOT), backends.isEmpty() ? "(none)" : backends);
@@ -248,6 +258,31 @@ final class ServeCommand implements Callable<Integer> {
             }
         }
         return 0;
+    }
+
+    /** The {@code --cache-config local,size=<bytes>} size, 0 when not given. */
+    long cacheBytes() {
+        long size = 0;
+        for (PluginOption o : cacheConfig) {
+            if (!o.name().equals("local")) {
+                throw new ParameterException(spec.commandLine(), "--cache-config " + o.name() + "," + o.key() + "=" + o.value()
+                        + ": only the 'local' cache exists in Backplane (Triton's redis cache does not); use --cache-config local,size=<bytes>");
+            }
+            if (!o.key().equals("size")) {
+                throw new ParameterException(spec.commandLine(), "--cache-config local," + o.key() + "=" + o.value()
+                        + ": the local cache takes only size=<bytes>");
+            }
+            try {
+                size = Long.parseLong(o.value().strip());
+            } catch (NumberFormatException e) {
+                size = -1;
+            }
+            if (size < 0) {
+                throw new ParameterException(spec.commandLine(), "--cache-config local,size=" + o.value()
+                        + ": size must be a whole number of bytes ≥ 0 (e.g. local,size=1048576)");
+            }
+        }
+        return size;
     }
 
     private static void logStarted(Server server, long t0) {

@@ -112,6 +112,17 @@ class CliOptionsTest {
     }
 
     @Test
+    void serve_badCacheConfig_exitCode2_namesTheOptionAndTheSyntax() throws IOException {
+        Files.createDirectories(dir.resolve("repo"));
+        assertEquals(2, cli().execute("serve", "--model-repository", "repo", "--cache-config", "redis,host=cache.local"));
+        assertTrue(err.toString().contains("--cache-config redis,host=cache.local: only the 'local' cache exists"), err.toString());
+        assertEquals(2, cli().execute("serve", "--model-repository", "repo", "--cache-config", "local,size=big"));
+        assertTrue(err.toString().contains("--cache-config local,size=big: size must be a whole number of bytes"), err.toString());
+        assertEquals(2, cli().execute("serve", "--model-repository", "repo", "--cache-config", "local"));
+        assertTrue(err.toString().contains("Invalid value for option '--cache-config'"), err.toString());
+    }
+
+    @Test
     void noCommand_exitCode2_saysWhatToRun() {
         assertEquals(2, cli().execute());
         assertTrue(err.toString().contains("Missing command"), err.toString());
@@ -123,7 +134,7 @@ class CliOptionsTest {
         assertTrue(out.toString().contains("serve") && out.toString().contains("bench"), out.toString());
         assertEquals(0, cli().execute("serve", "--help"));
         for (String o : List.of("--model-repository", "--model-control-mode", "--load-model", "--repository-poll-secs", "--http-port", "--grpc-port",
-                "--metrics-port", "--backend-directory", "--bundled-backends", "--backend-config", "--exit-timeout-secs", "--log-verbose")) {
+                "--metrics-port", "--backend-directory", "--bundled-backends", "--backend-config", "--cache-config", "--exit-timeout-secs", "--log-verbose")) {
             assertTrue(out.toString().contains(o), o + " missing from serve --help:\n" + out);
         }
         assertTrue(out.toString().contains("default: 8000"), out.toString());

@@ -29,6 +29,7 @@ public final class InferenceRequest {
     private final int priority;
     private final long timeoutMicros;
     private final String correlationId;
+    private final Map<String, Integer> classifications;
 
     private InferenceRequest(Builder b) {
         this.modelName = b.modelName;
@@ -40,6 +41,7 @@ public final class InferenceRequest {
         this.priority = b.priority;
         this.timeoutMicros = b.timeoutMicros;
         this.correlationId = b.correlationId;
+        this.classifications = Map.copyOf(b.classifications);
         Set<String> names = new HashSet<>();
         for (Tensor t : inputs) {
             if (!names.add(t.name())) {
@@ -59,6 +61,7 @@ public final class InferenceRequest {
         b.inputs.addAll(inputs);
         b.requestedOutputs.addAll(requestedOutputs);
         b.parameters.putAll(parameters);
+        b.classifications.putAll(classifications);
         return b;
     }
 
@@ -115,6 +118,15 @@ public final class InferenceRequest {
         return correlationId;
     }
 
+    /**
+     * Outputs the client asked to receive as classifications (Triton's classification extension),
+     * each with the number of top classes wanted; the host turns such an output into a BYTES tensor
+     * of {@code "<value>:<index>[:<label>]"} strings. Backends see the plain output. Never null.
+     */
+    public Map<String, Integer> classifications() {
+        return classifications;
+    }
+
     @Override
     public String toString() {
         return "InferenceRequest[" + modelName + (modelVersion == LATEST ? "" : ":" + modelVersion)
@@ -132,6 +144,7 @@ public final class InferenceRequest {
         private int priority;
         private long timeoutMicros;
         private String correlationId = "";
+        private final Map<String, Integer> classifications = new LinkedHashMap<>();
 
         private Builder(String modelName) {
             this.modelName = requireNonNull(modelName, "modelName is null");
@@ -171,6 +184,25 @@ public final class InferenceRequest {
 
         public Builder requestOutput(String name) {
             requestedOutputs.add(requireNonNull(name, "name is null"));
+            return this;
+        }
+
+        /**
+         * Requests output {@code name} as its top {@code count} classes (Triton's classification
+         * extension: REST output parameter {@code classification}, gRPC {@code classification}).
+         *
+         * @throws BackplaneException INVALID_ARGUMENT when {@code count} is below 1
+         */
+        public Builder requestClassification(String name, int count) {
+            requireNonNull(name, "name is null");
+            if (count < 1) {
+                throw BackplaneException.invalid("output '" + name + "': classification count " + count
+                        + " must be ≥ 1 (the number of top classes to return)");
+            }
+            if (!requestedOutputs.contains(name)) {
+                requestedOutputs.add(name);
+            }
+            classifications.put(name, count);
             return this;
         }
 

@@ -63,11 +63,11 @@ public final class ModelConfigParser {
 
     /** Triton model_config.proto fields that Backplane does not support, per message type; any other field is supported. */
     private static final Map<String, Set<String>> UNSUPPORTED_TRITON_FIELDS = Map.of(
-            "ModelConfig", Set.of("runtime", "batch_input", "batch_output", "optimization", "sequence_batching", "ensemble_scheduling",
-                    "cc_model_filenames", "metric_tags", "model_warmup", "model_operations", "model_repository_agents", "response_cache",
+            "ModelConfig", Set.of("runtime", "batch_input", "batch_output", "sequence_batching", "ensemble_scheduling",
+                    "cc_model_filenames", "metric_tags", "model_operations", "model_repository_agents",
                     "model_metrics"),
-            "ModelInput", Set.of("format", "is_shape_tensor", "allow_ragged_batch", "is_non_linear_format_io"),
-            "ModelOutput", Set.of("label_filename", "is_shape_tensor", "is_non_linear_format_io"),
+            "ModelInput", Set.of("is_shape_tensor", "allow_ragged_batch", "is_non_linear_format_io"),
+            "ModelOutput", Set.of("is_shape_tensor", "is_non_linear_format_io"),
             "ModelInstanceGroup", Set.of("rate_limiter", "secondary_devices", "profile", "passive", "host_policy"));
 
     private static final Pattern POSITION_PREFIX = Pattern.compile("^-?\\d+:-?\\d+: ");
@@ -188,6 +188,7 @@ public final class ModelConfigParser {
         checkDuplicateMapKeys(proto, built, at);
         ModelConfig config = convert(proto, at, expectedName, catalog, raw == null ? ConfigNode.EMPTY : raw.tree());
         ModelConfigValidator.validate(config, at);
+        ServingSections.check(proto, at);
         return new Parsed(config, at);
     }
 

@@ -5,6 +5,7 @@ import static java.util.Objects.requireNonNull;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
+import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.host.HostListener.Outcome;
 import io.backplane.spi.host.ModelState;
@@ -49,13 +50,16 @@ final class Admission implements RequestState.Hold {
     // set once by open(), before the state becomes READY; read only after admit saw READY
     private @Nullable BatchGuard queue;
     private List<InstanceSlot> inline = List.of();
+    /** The host's response cache when this model uses it, else null. */
+    private final @Nullable ResponseCache cache;
 
-    Admission(String name, long version, ModelConfig config, HostContext host, @Nullable ResponseOrder order) {
+    Admission(String name, long version, ModelConfig config, HostContext host, @Nullable ResponseOrder order, Classification classes) {
         this.name = requireNonNull(name, "name is null");
         this.version = version;
         this.config = requireNonNull(config, "config is null");
         this.host = requireNonNull(host, "host is null");
-        this.origin = new RequestState.Origin(name, version, config, this, order, host);
+        this.origin = new RequestState.Origin(name, version, config, this, order, host, classes);
+        this.cache = ResponseCache.enabledFor(config) ? host.responseCache() : null;
     }
 
     /** What every request of this version carries: the version's facts and this hold. */
@@ -101,6 +105,7 @@ final class Admission implements RequestState.Hold {
                     + "(REST: POST /v2/models/" + name + "/generate_stream; gRPC: ModelStreamInfer; Java: InferenceService.stream)");
         }
         int batchSize = RequestValidator.validate(config, request);
+        Classification.validate(config, request);
         request = Reshape.toBackend(config, request);
         int level = priorityLevel(request);
         RequestState r = new RequestState(host.nextRequestId(), request, origin, sink, batchSize, level, host.ticker().nanoTime());
@@ -112,6 +117,9 @@ final class Admission implements RequestState.Hold {
                     + (s == ModelState.UNLOADING ? "unloading" : "not available") + "; retry once it is loaded");
         }
         host.listener().requestAccepted(name, version);
+        if (cache != null && !(sink instanceof Warmup.Sink) && answeredFromCache(cache, r)) {
+            return r;
+        }
         BatchGuard q = requireNonNull(queue, "queue");
         // A child (BLS) never runs on its caller's thread: that is often a backend's I/O thread.
         if (!inline.isEmpty() && !(sink instanceof ChildRequests.Link) && q.isIdle()) {
@@ -123,6 +131,26 @@ final class Admission implements RequestState.Hold {
         }
         q.enqueue(r);
         return r;
+    }
+
+    /** Looks {@code r} up in the response cache: a hit ends it at once; a miss marks it to be stored when it succeeds. */
+    private boolean answeredFromCache(ResponseCache c, RequestState r) {
+        ResponseCache.Key key = ResponseCache.key(name, version, r.request());
+        if (key == null) {
+            return false;
+        }
+        long start = host.ticker().nanoTime();
+        InferenceResponse hit = c.lookup(key);
+        long now = host.ticker().nanoTime();
+        host.listener().cacheLookup(name, version, hit != null, now - start);
+        if (hit == null) {
+            r.storeOnSuccess(c, key);
+            return false;
+        }
+        if (r.tryDispatch(now)) {
+            r.send(hit, io.backplane.spi.ResponseSender.FINAL);
+        }
+        return true;
     }
 
     private int priorityLevel(InferenceRequest request) {

@@ -35,9 +35,17 @@ public final class HostContext {
     private final boolean callerRuns;
     private final CustomMetrics customMetrics = new CustomMetrics();
     private volatile @org.jspecify.annotations.Nullable ModelRegistry registry;
+    private final @org.jspecify.annotations.Nullable ResponseCache responseCache;
 
     public HostContext(Ticker ticker, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax, List<HostListener> initial,
             boolean callerRuns) {
+        this(ticker, unloadTimeout, restartBackoffMin, restartBackoffMax, initial, callerRuns, 0);
+    }
+
+    /** As the other constructor, with a response cache of {@code responseCacheBytes} (0: none). */
+    public HostContext(Ticker ticker, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax, List<HostListener> initial,
+            boolean callerRuns, long responseCacheBytes) {
+        this.responseCache = responseCacheBytes > 0 ? new ResponseCache(responseCacheBytes) : null;
         this.ticker = requireNonNull(ticker, "ticker is null");
         this.unloadTimeout = requireNonNull(unloadTimeout, "unloadTimeout is null");
         this.restartBackoffMin = requireNonNull(restartBackoffMin, "restartBackoffMin is null");
@@ -45,6 +53,11 @@ public final class HostContext {
         this.listeners = new Listeners(initial);
         this.listeners.add(statistics);
         this.callerRuns = callerRuns;
+    }
+
+    /** The host-wide response cache, or null when the host has none. */
+    public @org.jspecify.annotations.Nullable ResponseCache responseCache() {
+        return responseCache;
     }
 
     /** The host-wide custom metric families (ModelContext.metrics()). */

@@ -15,7 +15,8 @@ import java.util.Map;
 public record HostOptions(List<Path> repositories, List<Path> backendsDirectories, ModelControlMode controlMode, List<String> initialModels,
         Duration pollInterval, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax,
         Map<String, Map<String, String>> backendOptions, List<BackendFactory> backends, List<BatcherFactory> batchers,
-        List<CodeModel> codeModels, Ticker ticker, List<HostListener> listeners, ClassLoader hostClassLoader, boolean callerRuns) {
+        List<CodeModel> codeModels, Ticker ticker, List<HostListener> listeners, ClassLoader hostClassLoader, boolean callerRuns,
+        long responseCacheBytes) {
 
     public HostOptions {
         repositories = List.copyOf(repositories);

@@ -71,4 +71,14 @@ final class Listeners implements HostListener {
     public void duplicateReleaseSuppressed(String model, long version) {
         each(l -> l.duplicateReleaseSuppressed(model, version));
     }
+
+    @Override
+    public void cacheLookup(String model, long version, boolean hit, long lookupNanos) {
+        each(l -> l.cacheLookup(model, version, hit, lookupNanos));
+    }
+
+    @Override
+    public void cacheInserted(String model, long version, long insertNanos) {
+        each(l -> l.cacheInserted(model, version, insertNanos));
+    }
 }

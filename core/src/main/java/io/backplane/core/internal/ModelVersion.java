@@ -51,13 +51,13 @@ final class ModelVersion {
     /** The custom metrics handed out through {@link VersionContext#metrics()}; closed when the version goes. */
     private final CustomMetrics.Scope metrics;
 
-    private ModelVersion(VersionContext context, CustomMetrics.Scope metrics, HostContext host) {
+    private ModelVersion(VersionContext context, CustomMetrics.Scope metrics, HostContext host, Classification classes) {
         this.context = context;
         this.metrics = metrics;
         this.host = host;
         ModelConfig config = context.config();
         boolean ordered = config.dynamicBatching() != null && config.dynamicBatching().preserveOrdering() && !config.decoupled();
-        this.admission = new Admission(context.name(), context.version(), config, host, ordered ? new ResponseOrder() : null);
+        this.admission = new Admission(context.name(), context.version(), config, host, ordered ? new ResponseOrder() : null, classes);
     }
 
     /** The {@code execute_timeout_ms} model parameter: the execute watchdog (0 = off). */
@@ -85,8 +85,10 @@ final class ModelVersion {
     public static ModelVersion load(String name, long version, ModelConfig config, Path modelDirectory, Backend backend,
             BackendContext backendContext, BatcherFactory batcherFactory, HostContext host) {
         long executeTimeout = executeTimeout(config);
+        Classification classes = Classification.load(config, modelDirectory);
+        List<Warmup.Sample> warmup = Warmup.samples(config, modelDirectory);
         CustomMetrics.Scope metrics = host.customMetrics().scope("model '" + name + "' version " + version);
-        ModelVersion v = new ModelVersion(new VersionContext(name, version, config, modelDirectory, backendContext, metrics), metrics, host);
+        ModelVersion v = new ModelVersion(new VersionContext(name, version, config, modelDirectory, backendContext, metrics), metrics, host, classes);
         List<InstanceSlot> callerRuns = List.of();
         try {
             List<Placement.Spec> placed = Placement.of(name, config);
@@ -109,6 +111,16 @@ final class ModelVersion {
             throw BackplaneException.wrap(t, "model '" + name + "' version " + version + " failed to load");
         }
         v.admission.open(requireNonNull(v.batches), callerRuns);
+        if (!warmup.isEmpty()) {
+            // Before the registry publishes the version: no client sees it ready until its warm-up ran.
+            try {
+                Warmup.run(name, warmup, v::admit);
+            } catch (BackplaneException e) {
+                v.unload(host.unloadTimeout());
+                throw e;
+            }
+            log.info("model '{}' version {}: {} warm-up sample(s) ran", name, version, warmup.size());
+        }
         log.info("loaded model '{}' version {} ({} instance(s), backend '{}', batcher '{}')", name, version, v.instances.size(),
                 backendContext.backendName(), batcherFactory.name());
         return v;

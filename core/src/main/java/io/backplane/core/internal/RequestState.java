@@ -63,8 +63,10 @@ final class RequestState implements ScheduledRequest, ResponseSender {
      * The version a request belongs to, as the request sees it: fixed facts, its hold, and the
      * reorder stage (null unless the model preserves ordering). One per model version.
      */
-    record Origin(String model, long version, ModelConfig config, Hold hold, @Nullable ResponseOrder order, HostContext host) {
+    record Origin(String model, long version, ModelConfig config, Hold hold, @Nullable ResponseOrder order, HostContext host,
+            Classification classes) {
         Origin {
+            requireNonNull(classes, "classes is null");
             requireNonNull(model, "model is null");
             requireNonNull(config, "config is null");
             requireNonNull(hold, "hold is null");
@@ -87,6 +89,9 @@ final class RequestState implements ScheduledRequest, ResponseSender {
     /** The request whose execution started this one (a BLS call), or null. */
     private final @Nullable RequestState parent;
     private volatile @Nullable ChildRequests children;
+    /** Set on a response-cache miss: where the successful response is stored. */
+    private volatile @Nullable ResponseCache cache;
+    private volatile ResponseCache.@Nullable Key cacheKey;
 
     RequestState(long id, InferenceRequest request, Origin origin, ResponseSink sink, int batchSize, int priorityLevel, long arrivalNanos) {
         this.id = id;
@@ -243,14 +248,48 @@ final class RequestState implements ScheduledRequest, ResponseSender {
 
     /** Releases the hold first (L3: a client that saw the FINAL finds the version free), then delivers. */
     private void finish(@Nullable InferenceResponse response) {
+        InferenceResponse last = null;
         BackplaneException e = response == null ? null : response.error();
+        if (e == null && response != null) {
+            store(response);
+            try {
+                last = stamp(response);
+            } catch (BackplaneException bad) {
+                e = bad;
+            } catch (RuntimeException bad) {
+                e = new BackplaneException(ErrorCode.INTERNAL, describe() + ": its response cannot be delivered: " + bad, bad);
+            }
+        }
         if (e != null) {
-            origin.hold().release(this, e.code() == ErrorCode.CANCELLED ? Outcome.CANCELED : Outcome.BACKEND);
-            deliverFinal(() -> sink.failed(e));
+            BackplaneException error = e;
+            origin.hold().release(this, error.code() == ErrorCode.CANCELLED ? Outcome.CANCELED : Outcome.BACKEND);
+            deliverFinal(() -> sink.failed(error));
         } else {
             origin.hold().release(this, Outcome.SUCCESS);
-            InferenceResponse last = response == null ? null : stamp(response);
-            deliverFinal(() -> sink.last(last));
+            InferenceResponse delivered = last;
+            deliverFinal(() -> sink.last(delivered));
+        }
+    }
+
+    /** Marks this request to have its successful response stored in {@code c} under {@code key}. */
+    void storeOnSuccess(ResponseCache c, ResponseCache.Key key) {
+        cacheKey = key;
+        cache = c;
+    }
+
+    private void store(InferenceResponse response) {
+        ResponseCache c = cache;
+        ResponseCache.Key key = cacheKey;
+        if (c == null || key == null) {
+            return;
+        }
+        long start = origin.host().ticker().nanoTime();
+        try {
+            if (c.insert(key, response)) {
+                origin.host().listener().cacheInserted(origin.model(), origin.version(), origin.host().ticker().nanoTime() - start);
+            }
+        } catch (RuntimeException e) {
+            log.warn("{}: its response could not be stored in the response cache; the request is unaffected", describe(), e);
         }
     }
 
@@ -351,7 +390,8 @@ final class RequestState implements ScheduledRequest, ResponseSender {
                 out = InferenceResponse.of(kept, r.parameters());
             }
         }
-        return HostResponses.stamp(Reshape.toClient(origin.config(), out), origin.model(), origin.version(), request.id());
+        InferenceResponse client = origin.classes().apply(request, Reshape.toClient(origin.config(), out), origin.config().batches());
+        return HostResponses.stamp(client, origin.model(), origin.version(), request.id());
     }
 
     /** Delivers the terminal outcome: at once, or through the model's reorder stage (preserve_ordering). */

@@ -50,6 +50,8 @@ public final class Statistics implements HostListener {
         final LongAdder executions = new LongAdder();
         final AtomicLong lastInference = new AtomicLong();
         final Map<Integer, LongAdder> batches = new ConcurrentSkipListMap<>();
+        final Pair cacheHit = new Pair();
+        final Pair cacheMiss = new Pair();
     }
 
     private Counters of(String model, long version) {
@@ -77,6 +79,17 @@ public final class Statistics implements HostListener {
         c.batches.computeIfAbsent(batchSize, k -> new LongAdder()).increment();
     }
 
+    @Override
+    public void cacheLookup(String model, long version, boolean hit, long lookupNanos) {
+        Counters c = of(model, version);
+        (hit ? c.cacheHit : c.cacheMiss).add(lookupNanos);
+    }
+
+    @Override
+    public void cacheInserted(String model, long version, long insertNanos) {
+        of(model, version).cacheMiss.nanos.add(insertNanos);
+    }
+
     /** The statistics of one version now; zeros if it saw no request. */
     public ModelStatistics snapshot(String model, long version) {
         Counters c = counters.get(new Key(model, version));
@@ -92,6 +105,6 @@ public final class Statistics implements HostListener {
             batches.add(new ModelStatistics.BatchStatistics(size, count, count, count));
         });
         return new ModelStatistics(model, version, c.lastInference.get(), c.inferences.sum(), c.executions.sum(), c.success.get(),
-                c.fail.get(), c.queue.get(), none, compute, none, batches, List.of());
+                c.fail.get(), c.queue.get(), none, compute, none, batches, List.of(), c.cacheHit.get(), c.cacheMiss.get());
     }
 }

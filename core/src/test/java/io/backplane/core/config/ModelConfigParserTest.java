@@ -191,12 +191,12 @@ class ModelConfigParserTest {
         String m = invalid("""
                 name: "m"
                 backend: "python"
-                input [ { name: "a" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 3 ] } ]
-                model_warmup [ { name: "w" } ]
+                input [ { name: "a" data_type: TYPE_FP32 is_shape_tensor: true dims: [ 3 ] } ]
+                model_operations { op_library_filename: [ "libx.so" ] }
                 """).getMessage();
 
-        assertContains(m, "m/config.pbtxt:3:42: field 'format' is not supported by Backplane",
-                "m/config.pbtxt:4:1: field 'model_warmup' is not supported by Backplane");
+        assertContains(m, "m/config.pbtxt:3:42: field 'is_shape_tensor' is not supported by Backplane",
+                "m/config.pbtxt:4:1: field 'model_operations' is not supported by Backplane");
     }
 
     @Test
@@ -446,17 +446,15 @@ class ModelConfigParserTest {
         String text = """
                 name: "m"
                 backend: "%s"
-                optimization { priority: PRIORITY_MAX execution_accelerators { cpu_execution_accelerator [ { name: "openvino" } ] } }
+                model_operations { op_library_filename: [ "libcustom.so" ] }
                 """;
         ModelConfig c = ModelConfigParser.parse(text.formatted("tuned"), "m/config.pbtxt", "m", CATALOG);
-        ConfigNode opt = c.section("optimization").orElseThrow();
-        assertEquals("PRIORITY_MAX", opt.value("priority").orElseThrow());
-        assertEquals("openvino", opt.section("execution_accelerators").orElseThrow().sections("cpu_execution_accelerator").getFirst()
-                .value("name").orElseThrow());
+        ConfigNode ops = c.section("model_operations").orElseThrow();
+        assertEquals(List.of("libcustom.so"), ops.values("op_library_filename"));
 
         BackplaneException e = assertThrows(BackplaneException.class, () -> ModelConfigParser.parse(text.formatted("python"), "m/config.pbtxt", "m",
                 CATALOG));
-        assertContains(e.getMessage(), "m/config.pbtxt:3:", "'optimization' is not supported by Backplane");
+        assertContains(e.getMessage(), "m/config.pbtxt:3:", "'model_operations' is not supported by Backplane");
     }
 
     @Test

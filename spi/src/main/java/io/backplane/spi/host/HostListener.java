@@ -53,4 +53,17 @@ public interface HostListener {
     /** A second release of an already-ended request was suppressed (L4). */
     default void duplicateReleaseSuppressed(String model, long version) {
     }
+
+    /**
+     * The response cache was searched for a request to a model with {@code response_cache}
+     * enabled: a hit answers the request without executing it.
+     *
+     * @param lookupNanos the time the lookup took
+     */
+    default void cacheLookup(String model, long version, boolean hit, long lookupNanos) {
+    }
+
+    /** A response was stored in the response cache after a miss; {@code insertNanos} is the time that took. */
+    default void cacheInserted(String model, long version, long insertNanos) {
+    }
 }

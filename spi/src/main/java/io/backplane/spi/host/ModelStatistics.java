@@ -18,15 +18,28 @@ import java.util.List;
  * @param lastInference when the last request of this version ended, in milliseconds since the
  *     epoch (0 if none did)
  * @param memoryUsage memory held per device, where the backend reports it (empty when unknown)
+ * @param cacheHit requests answered from the response cache, with the time their lookups took
+ * @param cacheMiss requests the response cache did not hold, with the time their lookups and the
+ *     insertions of their responses took
  */
 public record ModelStatistics(String name, long version, long lastInference, long inferenceCount, long executionCount,
         Duration success, Duration fail, Duration queue, Duration computeInput, Duration computeInfer, Duration computeOutput,
-        List<BatchStatistics> batches, List<MemoryUsage> memoryUsage) {
+        List<BatchStatistics> batches, List<MemoryUsage> memoryUsage, Duration cacheHit, Duration cacheMiss) {
 
     public ModelStatistics {
         requireNonNull(name, "name is null");
         batches = List.copyOf(batches);
         memoryUsage = List.copyOf(memoryUsage);
+        requireNonNull(cacheHit, "cacheHit is null");
+        requireNonNull(cacheMiss, "cacheMiss is null");
+    }
+
+    /** Statistics of a version that does not use the response cache. */
+    public ModelStatistics(String name, long version, long lastInference, long inferenceCount, long executionCount,
+            Duration success, Duration fail, Duration queue, Duration computeInput, Duration computeInfer, Duration computeOutput,
+            List<BatchStatistics> batches, List<MemoryUsage> memoryUsage) {
+        this(name, version, lastInference, inferenceCount, executionCount, success, fail, queue, computeInput, computeInfer, computeOutput,
+                batches, memoryUsage, Duration.ZERO, Duration.ZERO);
     }
 
     /** A count and the total time of the counted events, in nanoseconds. */

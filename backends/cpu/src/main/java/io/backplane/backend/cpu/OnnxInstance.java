@@ -375,7 +375,7 @@ final class OnnxInstance implements ModelInstance {
             for (int k = 0; k < dims.length; k++) {
                 TensorConfig tc = config.inputs().get(k);
                 inputIndex.put(tc.name(), k);
-                dims[k] = tc.dims().stream().mapToLong(Long::longValue).toArray();
+                dims[k] = (tc.reshape() != null ? tc.reshape() : tc.dims()).stream().mapToLong(Long::longValue).toArray();
             }
             Set<String> all = new LinkedHashSet<>();
             config.outputs().forEach(o -> all.add(o.name()));
@@ -504,7 +504,7 @@ final class OnnxInstance implements ModelInstance {
         }
 
         private static String dims(ModelConfig config, TensorConfig tc) {
-            return (config.batches() ? "[batch] + " : "") + tc.dims();
+            return (config.batches() ? "[batch] + " : "") + (tc.reshape() != null ? tc.reshape() : tc.dims());
         }
     }
 

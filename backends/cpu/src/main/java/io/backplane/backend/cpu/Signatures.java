@@ -86,10 +86,6 @@ final class Signatures {
             throw BackplaneException.invalid(where + ": " + kind + " '" + t.name() + "' is " + t.dataType().configName()
                     + " in config.pbtxt but " + modelType.configName() + " (" + OrtTypes.onnxName(info.onnxType) + ") in the model");
         }
-        if (t.reshape() != null) {
-            throw new BackplaneException(ErrorCode.UNSUPPORTED, where + ": " + kind + " '" + t.name()
-                    + "' uses reshape, which the cpu backend does not support; give dims in the model's own shape");
-        }
         if (kind.equals("input") && !OrtTypes.canCreate(modelType)) {
             throw new BackplaneException(ErrorCode.UNSUPPORTED, where + ": input '" + t.name() + "' is " + modelType
                     + ", which this ONNX Runtime's Java API cannot create");
@@ -99,8 +95,11 @@ final class Signatures {
         if (config.batches()) {
             expected.add(-1L);
         }
-        expected.addAll(t.dims());
-        String shapes = "config.pbtxt gives " + (config.batches() ? "[batch] + " : "") + t.dims() + ", the model " + Arrays.toString(modelShape)
+        // With reshape the core hands the backend tensors of the reshape shape; the model must have that one.
+        List<Long> own = t.reshape() != null ? t.reshape() : t.dims();
+        expected.addAll(own);
+        String shapes = "config.pbtxt gives " + (config.batches() ? "[batch] + " : "") + own + (t.reshape() != null ? " (reshape)" : "")
+                + ", the model " + Arrays.toString(modelShape)
                 + " (-1 = dynamic)";
         if (modelShape.length != expected.size()) {
             throw BackplaneException.invalid(where + ": " + kind + " '" + t.name() + "' has rank " + modelShape.length + " in the model but "

@@ -41,7 +41,7 @@ final class ConfigProtos {
         b.setVersionPolicy(vp);
         for (TensorConfig t : c.inputs()) {
             ModelInput.Builder i = ModelInput.newBuilder().setName(t.name()).setDataType(dataType(t.dataType())).addAllDims(t.dims())
-                    .setOptional(t.optional());
+                    .setOptional(t.optional()).setFormat(format(raw(c, "input", t.name(), "format", "FORMAT_NONE")));
             List<Long> reshape = t.reshape();
             if (reshape != null) {
                 i.setReshape(ModelTensorReshape.newBuilder().addAllShape(reshape));
@@ -49,7 +49,8 @@ final class ConfigProtos {
             b.addInput(i);
         }
         for (TensorConfig t : c.outputs()) {
-            ModelOutput.Builder o = ModelOutput.newBuilder().setName(t.name()).setDataType(dataType(t.dataType())).addAllDims(t.dims());
+            ModelOutput.Builder o = ModelOutput.newBuilder().setName(t.name()).setDataType(dataType(t.dataType())).addAllDims(t.dims())
+                    .setLabelFilename(raw(c, "output", t.name(), "label_filename", ""));
             List<Long> reshape = t.reshape();
             if (reshape != null) {
                 o.setReshape(ModelTensorReshape.newBuilder().addAllShape(reshape));
@@ -71,10 +72,29 @@ final class ConfigProtos {
             }
             b.setDynamicBatching(d);
         }
+        boolean cached = c.section("response_cache").flatMap(n -> n.value("enable")).map(v -> v.equals("true") || v.equals("1")).orElse(false);
+        if (cached) {
+            b.setResponseCache(io.backplane.protocol.inference.ModelResponseCache.newBuilder().setEnable(true));
+        }
         for (Map.Entry<String, String> e : c.parameters().entrySet()) {
             b.putParameters(e.getKey(), ModelParameter.newBuilder().setStringValue(e.getValue()).build());
         }
         return b.build();
+    }
+
+    private static ModelInput.Format format(String v) {
+        ModelInput.Format f = v.chars().allMatch(Character::isDigit) ? ModelInput.Format.forNumber(Integer.parseInt(v)) : ModelInput.Format.valueOf(v);
+        return f == null ? ModelInput.Format.FORMAT_NONE : f;
+    }
+
+    /** A field of the {@code input}/{@code output} entry named {@code tensor} in the parsed file, or {@code fallback}. */
+    private static String raw(io.backplane.spi.config.ModelConfig c, String section, String tensor, String field, String fallback) {
+        for (io.backplane.spi.config.ConfigNode n : c.raw().sections(section)) {
+            if (n.value("name").orElse("").equals(tensor)) {
+                return n.value(field).orElse(fallback);
+            }
+        }
+        return fallback;
     }
 
     private static ModelQueuePolicy queue(QueuePolicy p) {

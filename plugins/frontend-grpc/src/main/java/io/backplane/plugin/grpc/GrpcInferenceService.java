@@ -156,7 +156,7 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
                 InferStatistics.Builder inf = InferStatistics.newBuilder().setSuccess(duration(st.success())).setFail(duration(st.fail()))
                         .setQueue(duration(st.queue())).setComputeInput(duration(st.computeInput()))
                         .setComputeInfer(duration(st.computeInfer())).setComputeOutput(duration(st.computeOutput()))
-                        .setCacheHit(duration(ModelStatistics.Duration.ZERO)).setCacheMiss(duration(ModelStatistics.Duration.ZERO));
+                        .setCacheHit(duration(st.cacheHit())).setCacheMiss(duration(st.cacheMiss()));
                 var m = io.backplane.protocol.inference.ModelStatistics.newBuilder().setName(st.name())
                         .setVersion(Long.toString(st.version())).setLastInference(st.lastInference())
                         .setInferenceCount(st.inferenceCount()).setExecutionCount(st.executionCount()).setInferenceStats(inf);

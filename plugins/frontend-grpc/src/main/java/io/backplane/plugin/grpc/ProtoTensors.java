@@ -139,6 +139,10 @@ final class ProtoTensors {
         }
         for (ModelInferRequest.InferRequestedOutputTensor o : m.getOutputsList()) {
             b.requestOutput(o.getName());
+            InferParameter classes = o.getParametersMap().get("classification");
+            if (classes != null) {
+                b.requestClassification(o.getName(), classCount(integer(classes, "output '" + o.getName() + "' classification")));
+            }
         }
         return b.build();
     }
@@ -176,6 +180,11 @@ final class ProtoTensors {
             }
         }
         return fill.build();
+    }
+
+    /** Triton's classification count; any count above the output's size returns every class. */
+    static int classCount(long k) {
+        return k > Integer.MAX_VALUE ? Integer.MAX_VALUE : (int) Math.max(k, Integer.MIN_VALUE);
     }
 
     private static long integer(InferParameter p, String key) {

@@ -46,8 +46,8 @@ final class ConfigJson {
             }
             g.writeEndObject();
             g.writeNumberField("max_batch_size", c.maxBatchSize());
-            tensors(g, "input", c.inputs(), true);
-            tensors(g, "output", c.outputs(), false);
+            tensors(g, "input", c.inputs(), true, c);
+            tensors(g, "output", c.outputs(), false, c);
             g.writeArrayFieldStart("instance_group");
             for (InstanceGroup ig : c.instanceGroups()) {
                 g.writeStartObject();
@@ -95,6 +95,10 @@ final class ConfigJson {
             g.writeObjectFieldStart("model_transaction_policy");
             g.writeBooleanField("decoupled", c.decoupled());
             g.writeEndObject();
+            g.writeObjectFieldStart("response_cache");
+            g.writeBooleanField("enable", c.section("response_cache").flatMap(n -> n.value("enable")).map(v -> v.equals("true") || v.equals("1"))
+                    .orElse(false));
+            g.writeEndObject();
             g.writeEndObject();
         });
     }
@@ -108,7 +112,17 @@ final class ConfigJson {
         g.writeEndObject();
     }
 
-    private static void tensors(JsonGenerator g, String field, List<TensorConfig> ts, boolean input) throws IOException {
+    /** A field of the {@code input}/{@code output} entry named {@code tensor} in the parsed file, or {@code fallback}. */
+    static String rawTensorField(ModelConfig c, String section, String tensor, String field, String fallback) {
+        for (io.backplane.spi.config.ConfigNode n : c.raw().sections(section)) {
+            if (n.value("name").orElse("").equals(tensor)) {
+                return n.value(field).orElse(fallback);
+            }
+        }
+        return fallback;
+    }
+
+    private static void tensors(JsonGenerator g, String field, List<TensorConfig> ts, boolean input, ModelConfig c) throws IOException {
         g.writeArrayFieldStart(field);
         for (TensorConfig t : ts) {
             g.writeStartObject();
@@ -123,6 +137,9 @@ final class ConfigJson {
             }
             if (input) {
                 g.writeBooleanField("optional", t.optional());
+                g.writeStringField("format", rawTensorField(c, field, t.name(), "format", "FORMAT_NONE"));
+            } else {
+                g.writeStringField("label_filename", rawTensorField(c, field, t.name(), "label_filename", ""));
             }
             g.writeEndObject();
         }

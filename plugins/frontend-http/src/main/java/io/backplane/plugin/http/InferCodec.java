@@ -185,6 +185,11 @@ final class InferCodec {
                 String name = text(o, "name", "requested output");
                 b.requestOutput(name);
                 JsonNode op = o.get("parameters");
+                JsonNode classes = op == null ? null : op.get("classification");
+                if (classes != null) {
+                    long k = integer(classes, "output '" + name + "' classification");
+                    b.requestClassification(name, k > Integer.MAX_VALUE ? Integer.MAX_VALUE : (int) Math.max(k, Integer.MIN_VALUE));
+                }
                 JsonNode bd = op == null ? null : op.get("binary_data");
                 if (bd != null) {
                     perOutput.put(name, bool(bd, "output '" + name + "' binary_data"));

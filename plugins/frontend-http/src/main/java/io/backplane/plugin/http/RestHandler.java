@@ -703,8 +703,8 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
                 duration(g, "compute_input", st.computeInput());
                 duration(g, "compute_infer", st.computeInfer());
                 duration(g, "compute_output", st.computeOutput());
-                duration(g, "cache_hit", ModelStatistics.Duration.ZERO);
-                duration(g, "cache_miss", ModelStatistics.Duration.ZERO);
+                duration(g, "cache_hit", st.cacheHit());
+                duration(g, "cache_miss", st.cacheMiss());
                 g.writeEndObject();
                 g.writeArrayFieldStart("batch_stats");
                 for (ModelStatistics.BatchStatistics b : st.batches()) {

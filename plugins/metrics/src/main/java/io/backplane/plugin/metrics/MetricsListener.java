@@ -217,6 +217,28 @@ final class MetricsListener implements HostListener {
     }
 
     @Override
+    public void cacheLookup(String model, long version, boolean hit, long lookupNanos) {
+        TritonMetrics t = triton;
+        if (!stopped && t != null) {
+            TritonMetrics.Series s = of(model, version).nv;
+            if (s != null) {
+                t.cacheLookup(s, hit, lookupNanos);
+            }
+        }
+    }
+
+    @Override
+    public void cacheInserted(String model, long version, long insertNanos) {
+        TritonMetrics t = triton;
+        if (!stopped && t != null) {
+            TritonMetrics.Series s = of(model, version).nv;
+            if (s != null) {
+                t.cacheInserted(s, insertNanos);
+            }
+        }
+    }
+
+    @Override
     public void duplicateReleaseSuppressed(String model, long version) {
         if (!stopped) {
             BackplaneMeters m = of(model, version).bp;

@@ -27,6 +27,10 @@ final class TritonMetrics {
         final LongAdder queueUs = new LongAdder();
         final LongAdder computeInferUs = new LongAdder();
         final AtomicLong pending = new AtomicLong();
+        final LongAdder cacheHits = new LongAdder();
+        final LongAdder cacheMisses = new LongAdder();
+        final LongAdder cacheHitUs = new LongAdder();
+        final LongAdder cacheMissUs = new LongAdder();
 
         Series() {
             for (Outcome o : Outcome.values()) {
@@ -38,6 +42,8 @@ final class TritonMetrics {
     }
 
     private final Map<String, Series> series = new ConcurrentSkipListMap<>();
+    /** Set by the first response-cache event: Triton shows the nv_cache_* family only when the cache is in use. */
+    private volatile boolean cacheUsed;
 
     private static String key(String model, String version) {
         return "model=\"" + escape(model) + "\",version=\"" + escape(version) + "\"";
@@ -60,6 +66,21 @@ final class TritonMetrics {
         }
     }
 
+    void cacheLookup(Series s, boolean hit, long lookupNanos) {
+        cacheUsed = true;
+        if (hit) {
+            s.cacheHits.increment();
+            s.cacheHitUs.add(lookupNanos / 1000);
+        } else {
+            s.cacheMisses.increment();
+            s.cacheMissUs.add(lookupNanos / 1000);
+        }
+    }
+
+    void cacheInserted(Series s, long insertNanos) {
+        s.cacheMissUs.add(insertNanos / 1000);
+    }
+
     /** Appends the family in the Prometheus text format (version 0.0.4). */
     void render(StringBuilder out) {
         counter(out, "nv_inference_request_success", "Number of successful inference requests, all batch sizes", s -> s.success.sum());
@@ -80,6 +101,13 @@ final class TritonMetrics {
                 s -> s.computeInferUs.sum());
         counter(out, "nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds (does not include cached requests)",
                 s -> 0);
+        if (cacheUsed) {
+            counter(out, "nv_cache_num_hits_per_model", "Number of cache hits per model", s -> s.cacheHits.sum());
+            counter(out, "nv_cache_num_misses_per_model", "Number of cache misses per model", s -> s.cacheMisses.sum());
+            counter(out, "nv_cache_hit_duration_per_model", "Total cache hit duration per model, in microseconds", s -> s.cacheHitUs.sum());
+            counter(out, "nv_cache_miss_duration_per_model", "Total cache miss (lookup and insertion) duration per model, in microseconds",
+                    s -> s.cacheMissUs.sum());
+        }
         out.append("# HELP nv_inference_pending_request_count Instantaneous number of pending requests awaiting execution per-model.\n");
         out.append("# TYPE nv_inference_pending_request_count gauge\n");
         series.forEach((labels, s) -> out.append("nv_inference_pending_request_count{").append(labels).append("} ")
