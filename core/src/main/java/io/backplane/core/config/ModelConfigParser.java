@@ -20,6 +20,7 @@ import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.config.ConfigNode;
+import io.backplane.spi.config.EnsembleScheduling;
 import io.backplane.spi.config.DynamicBatching;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.InstanceKind;
@@ -63,7 +64,7 @@ public final class ModelConfigParser {
 
     /** Triton model_config.proto fields that Backplane does not support, per message type; any other field is supported. */
     private static final Map<String, Set<String>> UNSUPPORTED_TRITON_FIELDS = Map.of(
-            "ModelConfig", Set.of("runtime", "batch_input", "batch_output", "sequence_batching", "ensemble_scheduling",
+            "ModelConfig", Set.of("runtime", "batch_input", "batch_output", "sequence_batching",
                     "cc_model_filenames", "metric_tags", "model_operations", "model_repository_agents",
                     "model_metrics"),
             "ModelInput", Set.of("is_shape_tensor", "allow_ragged_batch", "is_non_linear_format_io"),
@@ -356,7 +357,7 @@ public final class ModelConfigParser {
                     + "'; set name: \"" + expectedName + "\" or rename the directory");
         }
         String backend = m.getBackend();
-        if (!m.getPlatform().isEmpty()) {
+        if (!m.getPlatform().isEmpty() && !EnsembleScheduling.PLATFORM.equals(m.getPlatform())) { // the core schedules ensembles
             java.util.Optional<String> serving = catalog.backendForPlatform(m.getPlatform());
             if (backend.isEmpty() && serving.isEmpty() && catalog.knowsEveryBackend()) {
                 throw error(at.at("platform"), "platform", "'" + m.getPlatform() + "' is a platform no installed backend serves; name a backend"

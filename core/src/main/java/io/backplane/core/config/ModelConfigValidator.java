@@ -36,6 +36,7 @@ public final class ModelConfigValidator {
             throw error(at.at("name"), "name", "the model name is empty; set name: \"<model directory name>\"");
         }
         checkBackend(c, at);
+        EnsembleConfigCheck.check(c, at);
         checkTensors("input", c.inputs(), at);
         checkTensors("output", c.outputs(), at);
         DynamicBatching db = c.dynamicBatching();

@@ -50,6 +50,7 @@ final class Admission implements RequestState.Hold {
     // set once by open(), before the state becomes READY; read only after admit saw READY
     private @Nullable BatchGuard queue;
     private List<InstanceSlot> inline = List.of();
+    private @Nullable EnsembleScheduler ensemble;
     /** The host's response cache when this model uses it, else null. */
     private final @Nullable ResponseCache cache;
 
@@ -78,6 +79,13 @@ final class Admission implements RequestState.Hold {
     void open(BatchGuard queue, List<InstanceSlot> callerRuns) {
         this.queue = requireNonNull(queue, "queue is null");
         this.inline = List.copyOf(callerRuns);
+        state.set(ModelState.READY);
+        host.listener().versionLoaded(name, version);
+    }
+
+    /** Starts admitting to an ensemble: requests start at once in {@code scheduler}. LOADING → READY. */
+    void openEnsemble(EnsembleScheduler scheduler) {
+        this.ensemble = requireNonNull(scheduler, "scheduler is null");
         state.set(ModelState.READY);
         host.listener().versionLoaded(name, version);
     }
@@ -118,6 +126,12 @@ final class Admission implements RequestState.Hold {
         }
         host.listener().requestAccepted(name, version);
         if (cache != null && !(sink instanceof Warmup.Sink) && answeredFromCache(cache, r)) {
+            return r;
+        }
+        EnsembleScheduler e = ensemble;
+        if (e != null) {
+            r.tryDispatch(host.ticker().nanoTime()); // nothing queues: the request runs from now on
+            e.start(r);
             return r;
         }
         BatchGuard q = requireNonNull(queue, "queue");

@@ -59,17 +59,29 @@ final class ChildRequests {
         }
         try {
             ModelRegistry registry = host.registry();
-            ModelVersion target = registry.route(request.modelName(), request.modelVersion());
-            List<RequestState> holders = new ArrayList<>();
-            for (RequestState r = parent; r != null; r = r.parent()) {
-                if (r.origin() == target.origin()) {
-                    holders.add(r);
+            RequestState child;
+            for (int attempt = 0;; attempt++) {
+                ModelVersion target = registry.route(request.modelName(), request.modelVersion());
+                List<RequestState> holders = new ArrayList<>();
+                for (RequestState r = parent; r != null; r = r.parent()) {
+                    if (r.origin() == target.origin()) {
+                        holders.add(r);
+                    }
+                }
+                if (!holders.isEmpty()) {
+                    target.selfCalls().hold(link, holders, target, parent);
+                }
+                try {
+                    child = target.admit(request, link);
+                    break;
+                } catch (BackplaneException e) {
+                    // Routed to a version a reload swapped out meanwhile: route again, once, as ModelRegistry.admit does.
+                    if (e.code() != ErrorCode.UNAVAILABLE || attempt >= 1 || registry.isCurrent(target)) {
+                        throw e;
+                    }
+                    link.releaseSelfCallHold();
                 }
             }
-            if (!holders.isEmpty()) {
-                target.selfCalls().hold(link, holders, target, parent);
-            }
-            RequestState child = target.admit(request, link);
             link.child = child;
             // The child may already run; a cancel that came before the line above is replayed here.
             if (link.cancelRequested || link.isDone() || parent.isCancelled()) {
@@ -181,6 +193,18 @@ final class ChildRequests {
             ended();
             if (c != null) {
                 c.cancel();
+            }
+        }
+
+        /** Drops the C2 hold taken for a target this link was not admitted to (a retry routes again). */
+        void releaseSelfCallHold() {
+            Runnable r;
+            synchronized (this) {
+                r = releaseHold;
+                releaseHold = null;
+            }
+            if (r != null) {
+                r.run();
             }
         }
 

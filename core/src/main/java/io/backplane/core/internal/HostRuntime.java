@@ -76,6 +76,9 @@ public final class HostRuntime {
             case EXPLICIT -> options.initialModels();
         };
         for (String name : toLoad) {
+            if (registry.isLoaded(name)) {
+                continue; // loaded already as a composing model of an ensemble
+            }
             try {
                 registry.load(name);
             } catch (BackplaneException e) {

@@ -13,6 +13,7 @@ import io.backplane.spi.batch.BatcherFactory;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.host.RequestHandle;
+import io.backplane.spi.config.EnsembleScheduling;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.config.TensorConfig;
 import java.util.ArrayList;
@@ -20,6 +21,7 @@ import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.NavigableMap;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.locks.ReentrantLock;
@@ -95,25 +97,29 @@ public final class ModelRegistry {
             List<ModelVersion> loaded = new ArrayList<>();
             try {
                 ModelConfig declared = def.config();
-                String backendName = declared.backend().isEmpty() ? declared.platform() : declared.backend();
-                if (backendName.isEmpty()) {
-                    throw BackplaneException.invalid("model '" + name + "' names neither a backend nor a platform in its config.pbtxt; add e.g. backend: \"python\"");
-                }
-                Backend backend = plugins.backend(backendName, name);
-                BackendContext bctx = plugins.contextFor(backendName);
-                long newest = def.versions().isEmpty() ? 1 : def.versions().getLast();
-                ModelConfig completed = backend.autoCompleteConfig(new VersionContext(name, newest, declared, def.directory(), bctx, (n, d, k) -> {
-                    throw new UnsupportedOperationException("custom metrics are available from loadModel on, not in autoCompleteConfig");
-                }));
-                ModelConfig config = BackendFit.apply(validator.apply(requireNonNull(completed, "autoCompleteConfig returned null")),
-                        bctx.backendName(), plugins.capabilities(backendName), backend);
-                BatcherFactory batcher = plugins.batcher(batcherName(config), name);
-                if (def.versions().isEmpty()) {
-                    throw new BackplaneException(ErrorCode.NOT_FOUND, "model '" + name + "' has no version folder to serve in " + def.directory()
-                            + "; add a numeric folder such as " + def.directory().resolve("1"));
-                }
-                for (long v : def.versions()) {
-                    loaded.add(ModelVersion.load(name, v, config, def.directory(), backend, bctx, batcher, host));
+                if (EnsembleScheduling.isEnsemble(declared)) {
+                    loadEnsemble(name, def, loaded);
+                } else {
+                    String backendName = declared.backend().isEmpty() ? declared.platform() : declared.backend();
+                    if (backendName.isEmpty()) {
+                        throw BackplaneException.invalid("model '" + name + "' names neither a backend nor a platform in its config.pbtxt; add e.g. backend: \"python\"");
+                    }
+                    Backend backend = plugins.backend(backendName, name);
+                    BackendContext bctx = plugins.contextFor(backendName);
+                    long newest = def.versions().isEmpty() ? 1 : def.versions().getLast();
+                    ModelConfig completed = backend.autoCompleteConfig(new VersionContext(name, newest, declared, def.directory(), bctx, (n, d, k) -> {
+                        throw new UnsupportedOperationException("custom metrics are available from loadModel on, not in autoCompleteConfig");
+                    }));
+                    ModelConfig config = BackendFit.apply(validator.apply(requireNonNull(completed, "autoCompleteConfig returned null")),
+                            bctx.backendName(), plugins.capabilities(backendName), backend);
+                    BatcherFactory batcher = plugins.batcher(batcherName(config), name);
+                    if (def.versions().isEmpty()) {
+                        throw new BackplaneException(ErrorCode.NOT_FOUND, "model '" + name + "' has no version folder to serve in " + def.directory()
+                                + "; add a numeric folder such as " + def.directory().resolve("1"));
+                    }
+                    for (long v : def.versions()) {
+                        loaded.add(ModelVersion.load(name, v, config, def.directory(), backend, bctx, batcher, host));
+                    }
                 }
             } catch (Throwable t) {
                 for (ModelVersion v : loaded) {
@@ -142,6 +148,62 @@ public final class ModelRegistry {
             e.lock.unlock();
         }
     }
+
+    /**
+     * Loads the versions of an ensemble: its composing models first (explicit mode loads the ones
+     * not loaded yet, as Triton does), then the graph is checked against their configs. The
+     * ensemble is decoupled when any step is.
+     */
+    private void loadEnsemble(String name, ModelSource.Definition def, List<ModelVersion> loaded) {
+        ModelConfig declared = def.config();
+        EnsembleScheduling es = EnsembleScheduling.of(declared).orElseThrow();
+        Set<String> chain = LOADING_CHAIN.get();
+        if (!chain.add(name)) {
+            throw BackplaneException.invalid("ensemble '" + name + "' is one of its own composing models (through " + chain
+                    + "); an ensemble must not contain itself");
+        }
+        try {
+            for (EnsembleScheduling.Step s : es.steps()) {
+                if (chain.contains(s.modelName())) {
+                    throw BackplaneException.invalid("ensemble '" + name + "' " + s.describe() + " names '" + s.modelName()
+                            + "', which contains this ensemble (through " + chain + "); ensembles must not contain each other");
+                }
+                Entry dep = entries.get(s.modelName());
+                if (dep == null || dep.versions.isEmpty()) {
+                    log.info("loading model '{}', a composing model of ensemble '{}'", s.modelName(), name);
+                    try {
+                        load(s.modelName());
+                    } catch (BackplaneException ex) {
+                        throw new BackplaneException(ex.code(), "ensemble '" + name + "' " + s.describe() + ": its model failed to load: "
+                                + ex.getMessage(), ex);
+                    }
+                }
+            }
+        } finally {
+            chain.remove(name);
+        }
+        EnsemblePlan plan = EnsemblePlan.of(declared, s -> route(s.modelName(), s.modelVersion()).config());
+        ModelConfig config = validator.apply(plan.decoupled() == declared.decoupled() ? declared : declared.toBuilder().decoupled(true).build());
+        List<EnsembleScheduling.Step> steps = plan.steps();
+        java.util.function.BooleanSupplier composingReady = () -> {
+            for (EnsembleScheduling.Step s : steps) {
+                if (!isReady(s.modelName(), s.modelVersion())) {
+                    return false;
+                }
+            }
+            return true;
+        };
+        if (def.versions().isEmpty()) {
+            throw new BackplaneException(ErrorCode.NOT_FOUND, "ensemble '" + name + "' has no version folder to serve in " + def.directory()
+                    + "; add an empty numeric folder such as " + def.directory().resolve("1") + ", as Triton requires");
+        }
+        for (long v : def.versions()) {
+            loaded.add(ModelVersion.loadEnsemble(name, v, config, def.directory(), plan, composingReady, host));
+        }
+    }
+
+    /** The ensembles this thread is loading, outermost first: a composing model that is one of them is a cycle. */
+    private static final ThreadLocal<Set<String>> LOADING_CHAIN = ThreadLocal.withInitial(java.util.LinkedHashSet::new);
 
     private static String batcherName(ModelConfig config) {
         String explicit = config.parameters().get("batcher");
@@ -228,6 +290,18 @@ public final class ModelRegistry {
                 }
             }
         }
+    }
+
+    /** Whether {@code v} is still one of its model's current versions (no reload swapped it out). */
+    boolean isCurrent(ModelVersion v) {
+        Entry e = entries.get(v.name());
+        return e != null && e.versions.containsValue(v);
+    }
+
+    /** Whether some version of {@code name} is loaded (a composing model loaded with its ensemble, at start). */
+    public boolean isLoaded(String name) {
+        Entry e = entries.get(name);
+        return e != null && !e.versions.isEmpty();
     }
 
     public List<String> loadedNames() {

@@ -9,6 +9,7 @@ import io.backplane.spi.batch.Batcher;
 import io.backplane.spi.batch.BatcherFactory;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.Model;
+import io.backplane.spi.config.EnsembleScheduling;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.host.HostListener.Outcome;
 import io.backplane.spi.host.ModelState;
@@ -46,6 +47,8 @@ final class ModelVersion {
     private final List<InstanceSlot> instances = new ArrayList<>();
     private @Nullable Model model;
     private @Nullable BatchGuard batches;
+    /** An ensemble's scheduler, in place of model, batcher and instances; null for other models. */
+    private @Nullable EnsembleScheduler ensemble;
     private volatile String unavailableReason = "";
     private final ChildRequests.SelfCalls selfCalls = new ChildRequests.SelfCalls();
     /** The custom metrics handed out through {@link VersionContext#metrics()}; closed when the version goes. */
@@ -126,6 +129,53 @@ final class ModelVersion {
         return v;
     }
 
+    /**
+     * Loads a version of an ensemble: no backend model, batcher or instance; admitted requests go
+     * to the core's {@link EnsembleScheduler}, whose steps are child requests of theirs.
+     */
+    static ModelVersion loadEnsemble(String name, long version, ModelConfig config, Path modelDirectory, EnsemblePlan plan,
+            java.util.function.BooleanSupplier composingReady, HostContext host) {
+        Classification classes = Classification.load(config, modelDirectory);
+        List<Warmup.Sample> warmup = Warmup.samples(config, modelDirectory);
+        CustomMetrics.Scope metrics = host.customMetrics().scope("model '" + name + "' version " + version);
+        BackendContext none = new BackendContext() {
+            @Override
+            public String backendName() {
+                return EnsembleScheduling.PLATFORM;
+            }
+
+            @Override
+            public java.util.Map<String, String> options() {
+                return java.util.Map.of();
+            }
+
+            @Override
+            public Path workDirectory() {
+                return modelDirectory;
+            }
+
+            @Override
+            public int hostSpiVersion() {
+                return io.backplane.spi.Spi.VERSION;
+            }
+        };
+        ModelVersion v = new ModelVersion(new VersionContext(name, version, config, modelDirectory, none, metrics), metrics, host, classes);
+        EnsembleScheduler scheduler = new EnsembleScheduler(plan, composingReady, host);
+        v.ensemble = scheduler;
+        v.admission.openEnsemble(scheduler);
+        if (!warmup.isEmpty()) {
+            try {
+                Warmup.run(name, warmup, v::admit); // through the steps: the composing models warm up too
+            } catch (BackplaneException e) {
+                v.unload(host.unloadTimeout());
+                throw e;
+            }
+            log.info("ensemble '{}' version {}: {} warm-up sample(s) ran", name, version, warmup.size());
+        }
+        log.info("loaded ensemble '{}' version {} ({} step(s){})", name, version, plan.steps().size(), plan.decoupled() ? ", decoupled" : "");
+        return v;
+    }
+
     private void abortLoad(Throwable cause) {
         admission.closed();
         metrics.close();
@@ -169,6 +219,10 @@ final class ModelVersion {
         if (admission.state() != ModelState.READY) {
             return false;
         }
+        EnsembleScheduler e = ensemble;
+        if (e != null) {
+            return e.composingReady();
+        }
         for (InstanceSlot s : instances) {
             if (s.isReady()) {
                 return true;
@@ -180,7 +234,7 @@ final class ModelVersion {
     /** Why the version is not ready, for the repository index. */
     public String reason() {
         if (admission.state() == ModelState.READY && !isReady()) {
-            return "no instance is ready (restarting)";
+            return ensemble != null ? "a composing model of the ensemble is not ready; load it" : "no instance is ready (restarting)";
         }
         return unavailableReason;
     }
@@ -229,12 +283,12 @@ final class ModelVersion {
         log.info("unloading model '{}' version {} ({} open request(s))", name, version, admission.openIds().size());
         BackplaneException queuedError = BackplaneException.unavailable("model '" + name + "' version " + version
                 + " is unloading; the request was still queued");
-        BatchGuard b = requireNonNull(batches, "batches");
-        if (!drainQueued) {
+        BatchGuard b = batches; // null for an ensemble: nothing queues, its requests are running
+        if (!drainQueued && b != null) {
             failQueued(b, queuedError);
         }
         admission.awaitDrained(deadline);
-        if (drainQueued) {
+        if (drainQueued && b != null) {
             failQueued(b, queuedError);
             admission.awaitDrained(deadline);
         }
@@ -248,7 +302,9 @@ final class ModelVersion {
                 r.terminate(e, Outcome.OTHER, "unload-deadline");
             }
         }
-        b.close();
+        if (b != null) {
+            b.close();
+        }
         for (InstanceSlot slot : instances) {
             slot.stop();
         }
@@ -257,8 +313,10 @@ final class ModelVersion {
             slot.join(grace);
             slot.closeInstance(grace);
         }
-        Model m = requireNonNull(model, "model");
-        Bounded.run("model-close-" + name + "-v" + version, grace, m::close);
+        Model m = model;
+        if (m != null) {
+            Bounded.run("model-close-" + name + "-v" + version, grace, m::close);
+        }
         metrics.close();
         admission.closed();
         unavailableReason = "unloaded";

@@ -153,7 +153,8 @@ class ModelRepositoryTest {
 
         String msg = thrown(ErrorCode.INVALID_ARGUMENT, () -> new ModelRepository(List.of(tmp)).read("m")).getMessage();
 
-        assertTrue(msg.startsWith(dir.resolve("config.pbtxt") + ":4:1: field 'ensemble_scheduling' is not supported by Backplane"), msg);
+        assertTrue(msg.startsWith(dir.resolve("config.pbtxt") + ":4:1: field 'ensemble_scheduling': "), msg);
+        assertTrue(msg.contains("an ensemble needs platform: \"ensemble\""), msg);
     }
 
     @Test

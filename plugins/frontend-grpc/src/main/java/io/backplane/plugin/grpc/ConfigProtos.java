@@ -3,6 +3,7 @@ package io.backplane.plugin.grpc;
 import io.backplane.protocol.inference.DataType;
 import io.backplane.protocol.inference.ModelConfig;
 import io.backplane.protocol.inference.ModelDynamicBatching;
+import io.backplane.protocol.inference.ModelEnsembling;
 import io.backplane.protocol.inference.ModelInput;
 import io.backplane.protocol.inference.ModelInstanceGroup;
 import io.backplane.protocol.inference.ModelOutput;
@@ -12,6 +13,7 @@ import io.backplane.protocol.inference.ModelTensorReshape;
 import io.backplane.protocol.inference.ModelTransactionPolicy;
 import io.backplane.protocol.inference.ModelVersionPolicy;
 import io.backplane.spi.config.DynamicBatching;
+import io.backplane.spi.config.EnsembleScheduling;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.QueuePolicy;
 import io.backplane.spi.config.TensorConfig;
@@ -78,6 +80,15 @@ final class ConfigProtos {
         }
         for (Map.Entry<String, String> e : c.parameters().entrySet()) {
             b.putParameters(e.getKey(), ModelParameter.newBuilder().setStringValue(e.getValue()).build());
+        }
+        EnsembleScheduling es = EnsembleScheduling.of(c).orElse(null);
+        if (es != null) {
+            ModelEnsembling.Builder m = ModelEnsembling.newBuilder();
+            for (EnsembleScheduling.Step s : es.steps()) {
+                m.addStep(ModelEnsembling.Step.newBuilder().setModelName(s.modelName()).setModelVersion(s.modelVersion())
+                        .putAllInputMap(s.inputMap()).putAllOutputMap(s.outputMap()));
+            }
+            b.setEnsembleScheduling(m);
         }
         return b.build();
     }

@@ -2,6 +2,7 @@ package io.backplane.plugin.http;
 
 import com.fasterxml.jackson.core.JsonGenerator;
 import io.backplane.spi.config.DynamicBatching;
+import io.backplane.spi.config.EnsembleScheduling;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.config.QueuePolicy;
@@ -99,8 +100,36 @@ final class ConfigJson {
             g.writeBooleanField("enable", c.section("response_cache").flatMap(n -> n.value("enable")).map(v -> v.equals("true") || v.equals("1"))
                     .orElse(false));
             g.writeEndObject();
+            EnsembleScheduling es = EnsembleScheduling.of(c).orElse(null);
+            if (es != null) {
+                ensemble(g, es);
+            }
             g.writeEndObject();
         });
+    }
+
+    private static void ensemble(JsonGenerator g, EnsembleScheduling es) throws IOException {
+        g.writeObjectFieldStart("ensemble_scheduling");
+        g.writeArrayFieldStart("step");
+        for (EnsembleScheduling.Step s : es.steps()) {
+            g.writeStartObject();
+            g.writeStringField("model_name", s.modelName());
+            g.writeStringField("model_version", Long.toString(s.modelVersion()));
+            stringMap(g, "input_map", s.inputMap());
+            stringMap(g, "output_map", s.outputMap());
+            g.writeStringField("model_namespace", "");
+            g.writeEndObject();
+        }
+        g.writeEndArray();
+        g.writeEndObject();
+    }
+
+    private static void stringMap(JsonGenerator g, String field, Map<String, String> map) throws IOException {
+        g.writeObjectFieldStart(field);
+        for (Map.Entry<String, String> e : map.entrySet()) {
+            g.writeStringField(e.getKey(), e.getValue());
+        }
+        g.writeEndObject();
     }
 
     private static void queuePolicy(JsonGenerator g, QueuePolicy p) throws IOException {
