@@ -6,7 +6,8 @@ outputs are committed):
 
     python3 backends/cpu/src/test/python/generate_models.py
 
-Writes, under backends/cpu/src/test/resources/models/ (a Triton-layout model repository):
+Writes, under backends/cpu/src/test/resources/models/ (a Triton-layout model repository; the
+stateful model of the sequence tests goes to resources/sequence/ instead):
   <model>/config.pbtxt          Triton config (platform onnxruntime_onnx or backend onnxruntime)
   <model>/1/model.onnx          the model
   <model>/reference.txt         cases: inputs and the outputs ONNX Runtime (Python) computed
@@ -287,6 +288,43 @@ parameters { key: "intra_op_thread_count" value: { string_value: "1" } }
 """)
 
 
+def sequence_accumulate():
+    """A stateful model for the sequence batcher (implicit state and a control input), outside the
+    reference repository: OUTPUT = STATE_IN + INPUT + 1000 * START, STATE_OUT = OUTPUT."""
+    thousand = helper.make_tensor("thousand", TensorProto.FLOAT, [], [1000.0])
+    g = helper.make_graph(
+        [helper.make_node("Cast", ["START"], ["start_f"], to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["start_f", "thousand"], ["bonus"]),
+         helper.make_node("Add", ["STATE_IN", "INPUT"], ["sum"]),
+         helper.make_node("Add", ["sum", "bonus"], ["OUTPUT"]),
+         helper.make_node("Identity", ["OUTPUT"], ["STATE_OUT"])],
+        "sequence_accumulate",
+        [vi("INPUT", TensorProto.FLOAT, ["batch", 1]), vi("START", TensorProto.INT32, ["batch", 1]),
+         vi("STATE_IN", TensorProto.FLOAT, ["batch", 1])],
+        [vi("OUTPUT", TensorProto.FLOAT, ["batch", 1]), vi("STATE_OUT", TensorProto.FLOAT, ["batch", 1])],
+        initializer=[thousand])
+    model = helper.make_model(g, opset_imports=OPSET, producer_name="backplane-test")
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model)
+    d = os.path.join(ROOT, "..", "sequence", "accumulate")
+    os.makedirs(os.path.join(d, "1"), exist_ok=True)
+    onnx.save(model, os.path.join(d, "1", "model.onnx"))
+    with open(os.path.join(d, "config.pbtxt"), "w") as f:
+        f.write("""name: "accumulate"
+platform: "onnxruntime_onnx"
+max_batch_size: 4
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+sequence_batching {
+  direct { max_queue_delay_microseconds: 1000 }
+  control_input [ { name: "START" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]
+  state [ { input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_FP32 dims: [ 1 ]
+            initial_state: [ { name: "zeros" data_type: TYPE_FP32 dims: [ 1 ] zero_data: true } ] } ]
+}
+instance_group [ { count: 1 kind: KIND_CPU } ]
+""")
+
+
 if __name__ == "__main__":
     add_sub()
     for t in TYPES:
@@ -295,4 +333,5 @@ if __name__ == "__main__":
     not_onnx()
     mlp()
     mlp_large()
+    sequence_accumulate()
     print("models written under", os.path.abspath(ROOT), "and", os.path.abspath(BENCH), file=sys.stderr)

@@ -6,6 +6,7 @@ import com.google.inject.Guice;
 import com.google.inject.Stage;
 import io.backplane.core.batch.DynamicBatcherFactory;
 import io.backplane.core.batch.NoneBatcherFactory;
+import io.backplane.core.batch.SequenceBatcherFactory;
 import io.backplane.core.internal.CoreModule;
 import io.backplane.core.internal.HostOptions;
 import io.backplane.core.internal.HostRuntime;
@@ -252,6 +253,14 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
     /** Requests accepted and not yet ended, across all models. */
     public int openRequests() {
         return runtime.registry().openRequests();
+    }
+
+    /**
+     * Sequence slots held across all loaded models (sequence batching): 0 once every sequence
+     * ended, went idle or lost its instance. A hygiene figure for tests and diagnostics.
+     */
+    public int sequenceSlotsInUse() {
+        return runtime.registry().sequenceSlotsInUse();
     }
 
     /** Second releases suppressed since start (L4); each was a race that the core absorbed. */
@@ -593,6 +602,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
             List<BatcherFactory> allBatchers = new ArrayList<>(batchers);
             allBatchers.add(new NoneBatcherFactory());
             allBatchers.add(new DynamicBatcherFactory());
+            allBatchers.add(new SequenceBatcherFactory());
             ClassLoader loader = classLoader != null ? classLoader : BackplaneHost.class.getClassLoader();
             HostOptions options = new HostOptions(repositories, backendsDirectories, mode, initialModels, pollInterval, unloadTimeout,
                     restartBackoffMin, restartBackoffMax, backendOptions, backends, allBatchers, codeModels, ticker, listeners, loader, callerRuns,

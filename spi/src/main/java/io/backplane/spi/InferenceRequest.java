@@ -19,6 +19,10 @@ import org.jspecify.annotations.Nullable;
 public final class InferenceRequest {
     /** {@link #modelVersion()} value meaning "the version the policy serves, newest first". */
     public static final long LATEST = -1;
+    /** {@link #flags()} bit: the first request of a sequence (Triton's {@code TRITONSERVER_REQUEST_FLAG_SEQUENCE_START}). */
+    public static final int SEQUENCE_START = 1;
+    /** {@link #flags()} bit: the last request of a sequence (Triton's {@code TRITONSERVER_REQUEST_FLAG_SEQUENCE_END}). */
+    public static final int SEQUENCE_END = 2;
 
     private final String modelName;
     private final long modelVersion;
@@ -29,6 +33,8 @@ public final class InferenceRequest {
     private final int priority;
     private final long timeoutMicros;
     private final String correlationId;
+    private final boolean correlationIdIsNumber;
+    private final int flags;
     private final Map<String, Integer> classifications;
 
     private InferenceRequest(Builder b) {
@@ -41,6 +47,8 @@ public final class InferenceRequest {
         this.priority = b.priority;
         this.timeoutMicros = b.timeoutMicros;
         this.correlationId = b.correlationId;
+        this.correlationIdIsNumber = b.correlationIdIsNumber;
+        this.flags = b.flags;
         this.classifications = Map.copyOf(b.classifications);
         Set<String> names = new HashSet<>();
         for (Tensor t : inputs) {
@@ -57,7 +65,12 @@ public final class InferenceRequest {
     /** A builder starting from this request's values. */
     public Builder toBuilder() {
         Builder b = new Builder(modelName).version(modelVersion).id(id).priority(priority).timeoutMicros(timeoutMicros)
-                .correlationId(correlationId);
+                .flags(flags);
+        if (correlationIdIsNumber) {
+            b.correlationId(Long.parseUnsignedLong(correlationId));
+        } else {
+            b.correlationId(correlationId);
+        }
         b.inputs.addAll(inputs);
         b.requestedOutputs.addAll(requestedOutputs);
         b.parameters.putAll(parameters);
@@ -113,9 +126,36 @@ public final class InferenceRequest {
         return timeoutMicros;
     }
 
-    /** Sequence correlation id; empty when none. */
+    /**
+     * Sequence correlation id; empty when none. A numeric id (Triton's uint64 kind) reads as its
+     * unsigned decimal text, see {@link #correlationIdIsNumber()}.
+     */
     public String correlationId() {
         return correlationId;
+    }
+
+    /**
+     * Whether the correlation id is of Triton's uint64 kind (set with
+     * {@link Builder#correlationId(long)}) rather than a string. The two kinds name different
+     * sequences: {@code 7} and {@code "7"} are not the same id.
+     */
+    public boolean correlationIdIsNumber() {
+        return correlationIdIsNumber;
+    }
+
+    /** The sequence flags: {@link #SEQUENCE_START} and {@link #SEQUENCE_END} bits, 0 when neither. */
+    public int flags() {
+        return flags;
+    }
+
+    /** Whether {@link #flags()} has {@link #SEQUENCE_START}. */
+    public boolean isSequenceStart() {
+        return (flags & SEQUENCE_START) != 0;
+    }
+
+    /** Whether {@link #flags()} has {@link #SEQUENCE_END}. */
+    public boolean isSequenceEnd() {
+        return (flags & SEQUENCE_END) != 0;
     }
 
     /**
@@ -144,6 +184,8 @@ public final class InferenceRequest {
         private int priority;
         private long timeoutMicros;
         private String correlationId = "";
+        private boolean correlationIdIsNumber;
+        private int flags;
         private final Map<String, Integer> classifications = new LinkedHashMap<>();
 
         private Builder(String modelName) {
@@ -227,8 +269,45 @@ public final class InferenceRequest {
             return this;
         }
 
+        /** A string correlation id (Triton's string kind); empty for none. */
         public Builder correlationId(String correlationId) {
             this.correlationId = requireNonNull(correlationId, "correlationId is null");
+            this.correlationIdIsNumber = false;
+            return this;
+        }
+
+        /**
+         * A numeric correlation id (Triton's uint64 kind, read as unsigned); 0 means none, as in
+         * Triton.
+         */
+        public Builder correlationId(long correlationId) {
+            this.correlationId = correlationId == 0 ? "" : Long.toUnsignedString(correlationId);
+            this.correlationIdIsNumber = correlationId != 0;
+            return this;
+        }
+
+        /**
+         * The sequence flags, {@link #SEQUENCE_START} and/or {@link #SEQUENCE_END}.
+         *
+         * @throws BackplaneException INVALID_ARGUMENT for any other bit
+         */
+        public Builder flags(int flags) {
+            if ((flags & ~(SEQUENCE_START | SEQUENCE_END)) != 0) {
+                throw BackplaneException.invalid("request flags " + flags + " are invalid: use SEQUENCE_START (1), SEQUENCE_END (2) or both");
+            }
+            this.flags = flags;
+            return this;
+        }
+
+        /** Sets or clears {@link #SEQUENCE_START}. */
+        public Builder sequenceStart(boolean start) {
+            flags = start ? flags | SEQUENCE_START : flags & ~SEQUENCE_START;
+            return this;
+        }
+
+        /** Sets or clears {@link #SEQUENCE_END}. */
+        public Builder sequenceEnd(boolean end) {
+            flags = end ? flags | SEQUENCE_END : flags & ~SEQUENCE_END;
             return this;
         }
 

@@ -2,6 +2,8 @@ package io.backplane.spi;
 
 import io.backplane.spi.host.RequestHandle;
 import io.backplane.spi.host.ResponseObserver;
+import java.util.List;
+import java.util.function.UnaryOperator;
 
 /**
  * An accepted request as the core schedules it: the client's {@link InferenceRequest} plus the
@@ -58,6 +60,46 @@ public interface ScheduledRequest {
      */
     default long timeoutOverrideMicros() {
         return request().timeoutMicros();
+    }
+
+    /**
+     * Adds inputs to this queued request before a batcher returns it in a batch: the sequence
+     * batcher's control tensors ({@code CONTROL_SEQUENCE_START} …) and implicit state. The backend
+     * then sees them in {@link #request()} like the client's inputs. Called by the batcher that
+     * holds the request, on the thread that forms the batch, before it returns the batch; not
+     * after. Inputs whose names the request already carries replace them. Since SPI 2.
+     *
+     * @throws UnsupportedOperationException when the host does not support it
+     */
+    default void addInputs(List<Tensor> inputs) {
+        throw new UnsupportedOperationException("this host does not let batchers add inputs");
+    }
+
+    /**
+     * Installs a hook that sees every response of this request before the client does, and may
+     * take tensors out of it: the sequence batcher keeps a model's implicit-state output for the
+     * sequence's next request and hides it from the client. At most one hook; called on the
+     * backend's sending thread, must not block. Since SPI 2.
+     *
+     * @throws UnsupportedOperationException when the host does not support it
+     */
+    default void onResponse(UnaryOperator<InferenceResponse> hook) {
+        throw new UnsupportedOperationException("this host does not support response hooks");
+    }
+
+    /**
+     * Asks the host to execute this request again once the current {@code execute} returns
+     * (Triton's {@code TRITONSERVER_REQUEST_RELEASE_RESCHEDULE}, used by iterative sequences): the
+     * request stays open, its sender keeps working, and the batcher gets it back through
+     * {@link io.backplane.spi.batch.Batcher#rescheduled}. Only for decoupled models; called by the
+     * backend during {@code execute}. A request that ends before {@code execute} returns is not
+     * queued again. Since SPI 2.
+     *
+     * @throws IllegalStateException when the model is not decoupled or the request is not executing
+     * @throws UnsupportedOperationException when the host does not support it
+     */
+    default void reschedule() {
+        throw new UnsupportedOperationException("this host does not reschedule requests");
     }
 
     /**

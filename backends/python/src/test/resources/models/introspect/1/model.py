@@ -21,6 +21,7 @@ class TritonPythonModel:
                 "args": self.args,
                 "request_id": request.request_id(),
                 "correlation_id": request.correlation_id(),
+                "flags": request.flags(),
                 "parameters": json.loads(request.parameters()),
                 "requested": request.requested_output_names(),
                 "in_cfg_type": self.in_cfg["data_type"],

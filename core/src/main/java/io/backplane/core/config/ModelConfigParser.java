@@ -64,7 +64,7 @@ public final class ModelConfigParser {
 
     /** Triton model_config.proto fields that Backplane does not support, per message type; any other field is supported. */
     private static final Map<String, Set<String>> UNSUPPORTED_TRITON_FIELDS = Map.of(
-            "ModelConfig", Set.of("runtime", "batch_input", "batch_output", "sequence_batching",
+            "ModelConfig", Set.of("runtime", "batch_input", "batch_output",
                     "cc_model_filenames", "metric_tags", "model_operations", "model_repository_agents",
                     "model_metrics"),
             "ModelInput", Set.of("is_shape_tensor", "allow_ragged_batch", "is_non_linear_format_io"),
@@ -396,6 +396,9 @@ public final class ModelConfigParser {
         if (m.hasDynamicBatching()) {
             b.dynamicBatching(dynamicBatching(m.getDynamicBatching(), at));
         }
+        if (m.hasSequenceBatching()) {
+            b.sequenceBatching(SequenceBatchingConfig.convert(m.getSequenceBatching(), at));
+        }
         if (m.hasVersionPolicy()) {
             b.versionPolicy(versionPolicy(m.getVersionPolicy(), at));
         }
@@ -405,7 +408,7 @@ public final class ModelConfigParser {
         return construct(b::build, at.source(), "model");
     }
 
-    private static DataType dataType(int number, String tensor, String path, SourcePositions at) {
+    static DataType dataType(int number, String tensor, String path, SourcePositions at) {
         io.backplane.protocol.inference.DataType t = io.backplane.protocol.inference.DataType.forNumber(number);
         String where = at.at(path + ".data_type");
         if (t == null) {
@@ -522,7 +525,7 @@ public final class ModelConfigParser {
     }
 
     /** Runs a record constructor, turning its range checks into located config errors. */
-    private static <T> T construct(Supplier<T> constructor, String where, String field) {
+    static <T> T construct(Supplier<T> constructor, String where, String field) {
         try {
             return constructor.get();
         } catch (IllegalArgumentException | NullPointerException e) {

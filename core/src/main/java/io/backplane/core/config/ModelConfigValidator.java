@@ -44,6 +44,7 @@ public final class ModelConfigValidator {
             checkDynamicBatching(c, db, at);
         }
         checkInstanceGroups(c.instanceGroups(), at);
+        SequenceBatchingConfig.validate(c, at);
         if (c.versionPolicy() instanceof VersionPolicy.Specific s) {
             for (int i = 0; i < s.versions().size(); i++) {
                 long v = s.versions().get(i);

@@ -96,6 +96,38 @@ final class BatchGuard implements InstanceSlot.BatchSource {
         return out;
     }
 
+    @Override
+    public void reschedule(RequestState r) {
+        try {
+            batcher.rescheduled(r);
+        } catch (Throwable t) {
+            if (r.tryWithdraw()) {
+                BackplaneException e = t instanceof BackplaneException be ? be
+                        : BackplaneException.wrap(t, "the batcher of model '" + model() + "' failed to reschedule " + r.describe());
+                r.terminate(e, Outcome.REJECTED, "reschedule-rejected");
+            }
+        }
+    }
+
+    @Override
+    public void instanceFailed(int instance) {
+        try {
+            batcher.instanceFailed(instance);
+        } catch (Throwable t) {
+            log.warn("the batcher of model '{}' failed on the failure of instance {}", model(), instance, t);
+        }
+    }
+
+    /** Sequence slots the batcher holds now; 0 when it cannot tell. */
+    int sequenceSlotsInUse() {
+        try {
+            return batcher.sequenceSlotsInUse();
+        } catch (Throwable t) {
+            log.warn("the batcher of model '{}' failed to count its sequence slots", model(), t);
+            return 0;
+        }
+    }
+
     void close() {
         try {
             batcher.close();
@@ -105,13 +137,13 @@ final class BatchGuard implements InstanceSlot.BatchSource {
     }
 
     @Override
-    public List<RequestState> next(long timeout, TimeUnit unit) throws InterruptedException {
+    public List<RequestState> next(int instance, long timeout, TimeUnit unit) throws InterruptedException {
         ReentrantLock ordered = dispatchLock;
         if (ordered != null && !ordered.tryLock(timeout, unit)) {
             return List.of();
         }
         try {
-            return guard(batcher.nextBatch(maxBatch, timeout, unit));
+            return guard(batcher.nextBatch(instance, maxBatch, timeout, unit));
         } finally {
             if (ordered != null) {
                 ordered.unlock();

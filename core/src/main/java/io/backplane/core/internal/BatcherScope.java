@@ -9,6 +9,8 @@ import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.Ticker;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.host.HostListener.Outcome;
+import java.nio.file.Path;
+import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -26,8 +28,10 @@ final class BatcherScope implements BatcherContext {
     private final int instanceCount;
     private final Ticker ticker;
     private final RequestState.Origin origin;
+    private final @Nullable Path modelDirectory;
 
-    BatcherScope(ModelConfig config, long version, int instanceCount, Ticker ticker, RequestState.Origin origin) {
+    BatcherScope(ModelConfig config, long version, int instanceCount, Ticker ticker, RequestState.Origin origin, @Nullable Path modelDirectory) {
+        this.modelDirectory = modelDirectory;
         this.config = requireNonNull(config, "config is null");
         this.version = version;
         this.instanceCount = instanceCount;
@@ -48,6 +52,11 @@ final class BatcherScope implements BatcherContext {
     @Override
     public int instanceCount() {
         return instanceCount;
+    }
+
+    @Override
+    public @Nullable Path modelDirectory() {
+        return modelDirectory;
     }
 
     @Override

@@ -44,8 +44,18 @@ final class InstanceSlot {
      * (B1, B2, B8). Implemented by {@link BatchGuard}.
      */
     interface BatchSource {
-        /** The next batch, waiting up to {@code timeout}; empty when none formed. May throw what the batcher threw. */
-        List<RequestState> next(long timeout, TimeUnit unit) throws InterruptedException;
+        /** The next batch for instance {@code instance}, waiting up to {@code timeout}; empty when none formed. May throw what the batcher threw. */
+        List<RequestState> next(int instance, long timeout, TimeUnit unit) throws InterruptedException;
+
+        /** An executed request asked to run again: queue it back in the batcher (it ended with an error if that fails). */
+        default void reschedule(RequestState r) {
+            r.terminate(BackplaneException.unavailable(r.describe() + " asked to be rescheduled, which this model's batcher does not do"),
+                    Outcome.OTHER, "reschedule-unsupported");
+        }
+
+        /** Instance {@code instance} failed: the batcher ends what it keeps for it (sequence slots). */
+        default void instanceFailed(int instance) {
+        }
 
         /** Caller-runs: dispatches {@code r} alone; false if it already ended or was taken. */
         boolean dispatch(RequestState r);
@@ -133,6 +143,7 @@ final class InstanceSlot {
                 r.terminate(e, Outcome.OTHER, "instance-failure");
             }
         }
+        source.instanceFailed(index);
     }
 
     private void work() {
@@ -144,7 +155,7 @@ final class InstanceSlot {
             }
             List<RequestState> batch;
             try {
-                batch = source.next(POLL_MILLIS, TimeUnit.MILLISECONDS);
+                batch = source.next(index, POLL_MILLIS, TimeUnit.MILLISECONDS);
             } catch (InterruptedException e) {
                 if (!running) {
                     break;
@@ -245,7 +256,13 @@ final class InstanceSlot {
                 Thread.interrupted(); // an interrupt aimed at this execute must not leak into the next
             }
         }
-        if (!decoupled) {
+        if (decoupled) {
+            for (RequestState r : batch) {
+                if (r.takeReschedule()) {
+                    source.reschedule(r);
+                }
+            }
+        } else {
             for (RequestState r : batch) {
                 if (!r.isClosed()) {
                     r.terminate(BackplaneException.internal("model '" + owner.name() + "' instance '" + name + "' returned from execute without answering "

@@ -210,6 +210,9 @@ public final class ModelRegistry {
         if (explicit != null && !explicit.isBlank()) {
             return explicit;
         }
+        if (config.sequenceBatching() != null) {
+            return "sequence";
+        }
         return config.dynamicBatching() != null ? "dynamic" : "none";
     }
 
@@ -445,6 +448,17 @@ public final class ModelRegistry {
     }
 
     /** Open requests across every loaded version (for tests and diagnostics). */
+    public int sequenceSlotsInUse() {
+        int n = 0;
+        for (Entry e : entries.values()) {
+            for (ModelVersion v : e.versions.values()) {
+                n += v.sequenceSlotsInUse();
+            }
+        }
+        return n;
+    }
+
+    /** Requests accepted and not yet ended, across all models. */
     public int openRequests() {
         int n = 0;
         for (Entry e : entries.values()) {

@@ -59,7 +59,8 @@ final class ModelVersion {
         this.metrics = metrics;
         this.host = host;
         ModelConfig config = context.config();
-        boolean ordered = config.dynamicBatching() != null && config.dynamicBatching().preserveOrdering() && !config.decoupled();
+        boolean ordered = (config.dynamicBatching() != null && config.dynamicBatching().preserveOrdering()
+                || config.sequenceBatching() != null && config.sequenceBatching().preserveOrdering()) && !config.decoupled();
         this.admission = new Admission(context.name(), context.version(), config, host, ordered ? new ResponseOrder() : null, classes);
     }
 
@@ -97,7 +98,8 @@ final class ModelVersion {
             List<Placement.Spec> placed = Placement.of(name, config);
             Model m = requireNonNull(backend.loadModel(v.context), "backend '" + backendContext.backendName() + "' returned a null model");
             v.model = m;
-            Batcher batcher = requireNonNull(batcherFactory.create(new BatcherScope(config, version, placed.size(), host.ticker(), v.admission.origin())),
+            Batcher batcher = requireNonNull(batcherFactory.create(new BatcherScope(config, version, placed.size(), host.ticker(), v.admission.origin(),
+                    v.context.modelDirectory())),
                     "batcher '" + batcherFactory.name() + "' returned null");
             BatchGuard batches = new BatchGuard(v.admission.origin(), batcher, config.batches() ? config.maxBatchSize() : 1);
             v.batches = batches;
@@ -127,6 +129,12 @@ final class ModelVersion {
         log.info("loaded model '{}' version {} ({} instance(s), backend '{}', batcher '{}')", name, version, v.instances.size(),
                 backendContext.backendName(), batcherFactory.name());
         return v;
+    }
+
+    /** Sequence slots this version's batcher holds (0 without sequence batching, or after unload). */
+    int sequenceSlotsInUse() {
+        BatchGuard b = batches;
+        return b == null ? 0 : b.sequenceSlotsInUse();
     }
 
     /**

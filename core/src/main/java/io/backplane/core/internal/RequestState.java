@@ -16,6 +16,7 @@ import io.backplane.spi.host.RequestHandle;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.UnaryOperator;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -75,7 +76,10 @@ final class RequestState implements ScheduledRequest, ResponseSender {
     }
 
     private final long id;
-    private final InferenceRequest request;
+    /** Replaced only by {@link #addInputs} while the request is queued, by the batcher that holds it. */
+    private volatile InferenceRequest request;
+    private volatile @Nullable UnaryOperator<InferenceResponse> responseHook;
+    private volatile boolean rescheduleAsked;
     private final Origin origin;
     private final ResponseSink sink;
     private final ResponseOrder.@Nullable Ticket ticket;
@@ -119,6 +123,62 @@ final class RequestState implements ScheduledRequest, ResponseSender {
     @Override
     public ResponseSender sender() {
         return this;
+    }
+
+    @Override
+    public void addInputs(List<Tensor> inputs) {
+        if (phase.get() != QUEUED) {
+            throw new IllegalStateException("inputs can be added to " + describe() + " only while it is queued");
+        }
+        InferenceRequest.Builder b = request.toBuilder().clearInputs();
+        for (Tensor t : request.inputs()) {
+            if (inputs.stream().noneMatch(n -> n.name().equals(t.name()))) {
+                b.input(t);
+            }
+        }
+        request = b.inputs(inputs).build();
+    }
+
+    @Override
+    public void reschedule() {
+        if (!origin.config().decoupled()) {
+            throw new IllegalStateException(describe() + " belongs to a model that is not decoupled; only decoupled models reschedule requests");
+        }
+        if (phase.get() != DISPATCHED) {
+            throw new IllegalStateException(describe() + " is not executing; only an executing request can be rescheduled");
+        }
+        rescheduleAsked = true;
+    }
+
+    /** Takes the reschedule wish once (the worker, after execute returned); true when the open request goes back to its queue. */
+    boolean takeReschedule() {
+        if (!rescheduleAsked) {
+            return false;
+        }
+        rescheduleAsked = false;
+        return !isClosed() && phase.compareAndSet(DISPATCHED, QUEUED);
+    }
+
+    @Override
+    public void onResponse(UnaryOperator<InferenceResponse> hook) {
+        if (responseHook != null) {
+            throw new IllegalStateException(describe() + " already has a response hook");
+        }
+        responseHook = requireNonNull(hook, "hook is null");
+    }
+
+    /** The response as the client gets it: through the batcher's hook, if any (a hook that throws costs a log line). */
+    private InferenceResponse hooked(InferenceResponse r) {
+        UnaryOperator<InferenceResponse> h = responseHook;
+        if (h == null || r.error() != null) {
+            return r;
+        }
+        try {
+            return requireNonNull(h.apply(r), "the response hook returned null");
+        } catch (Throwable t) {
+            log.warn("the response hook of {} failed; the response goes out unchanged", describe(), t);
+            return r;
+        }
     }
 
     @Override
@@ -376,7 +436,8 @@ final class RequestState implements ScheduledRequest, ResponseSender {
         return !isClosed();
     }
 
-    private InferenceResponse stamp(InferenceResponse r) {
+    private InferenceResponse stamp(InferenceResponse given) {
+        InferenceResponse r = hooked(given);
         List<String> wanted = request.requestedOutputs();
         InferenceResponse out = r;
         if (!wanted.isEmpty() && r.error() == null) {

@@ -32,6 +32,34 @@ public final class ClassLoaderSafeBatcher implements Batcher {
     }
 
     @Override
+    public List<ScheduledRequest> nextBatch(int instance, int maxBatchSize, long timeout, TimeUnit unit) throws InterruptedException {
+        try (var _ = ThreadContextClassLoader.swap(loader)) {
+            return delegate.nextBatch(instance, maxBatchSize, timeout, unit);
+        }
+    }
+
+    @Override
+    public void rescheduled(ScheduledRequest request) {
+        try (var _ = ThreadContextClassLoader.swap(loader)) {
+            delegate.rescheduled(request);
+        }
+    }
+
+    @Override
+    public void instanceFailed(int instance) {
+        try (var _ = ThreadContextClassLoader.swap(loader)) {
+            delegate.instanceFailed(instance);
+        }
+    }
+
+    @Override
+    public int sequenceSlotsInUse() {
+        try (var _ = ThreadContextClassLoader.swap(loader)) {
+            return delegate.sequenceSlotsInUse();
+        }
+    }
+
+    @Override
     public void cancelled(ScheduledRequest request) {
         try (var _ = ThreadContextClassLoader.swap(loader)) {
             delegate.cancelled(request);

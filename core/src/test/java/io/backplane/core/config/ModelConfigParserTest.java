@@ -178,12 +178,12 @@ class ModelConfigParserTest {
                 name: "m"
                 backend: "python"
                 max_batch_size: 4
-                sequence_batching {
-                  max_sequence_idle_microseconds: 5000000
+                model_repository_agents {
+                  agents [ { name: "checksum" } ]
                 }
                 """).getMessage();
 
-        assertContains(m, "m/config.pbtxt:4:1: ", "field 'sequence_batching' is not supported by Backplane");
+        assertContains(m, "m/config.pbtxt:4:1: ", "field 'model_repository_agents' is not supported by Backplane");
     }
 
     @Test

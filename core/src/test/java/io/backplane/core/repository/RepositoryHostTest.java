@@ -91,14 +91,14 @@ class RepositoryHostTest {
 
     @Test
     void explicitMode_badConfig_loadFailsNamingFileLineAndField() throws Exception {
-        model("bad", "sequence_batching { }", 1);
+        model("bad", "model_repository_agents { }", 1);
         host = BackplaneHost.builder().backend(backend).modelRepository(repo).modelControlMode(ModelControlMode.EXPLICIT).build();
         BackplaneHost h = host;
 
         BackplaneException e = assertThrows(BackplaneException.class, () -> h.load("bad"));
 
         assertEquals(ErrorCode.INVALID_ARGUMENT, e.code(), e.getMessage());
-        assertTrue(e.getMessage().contains(repo.resolve("bad/config.pbtxt") + ":5:1: field 'sequence_batching' is not supported"),
+        assertTrue(e.getMessage().contains(repo.resolve("bad/config.pbtxt") + ":5:1: field 'model_repository_agents' is not supported"),
                 e.getMessage());
         assertFalse(h.isModelReady("bad"));
     }

@@ -41,6 +41,48 @@ public interface Batcher extends AutoCloseable {
     List<ScheduledRequest> nextBatch(int maxBatchSize, long timeout, TimeUnit unit) throws InterruptedException;
 
     /**
+     * As {@link #nextBatch(int, long, TimeUnit)}, for the worker of instance {@code instance}
+     * (0 ≤ instance &lt; {@link BatcherContext#instanceCount()}). The core calls this one; a batcher
+     * that binds work to instances (the sequence batcher: a sequence's slot belongs to one
+     * instance) overrides it. The default ignores the index. Since SPI 2.
+     *
+     * @param instance the index of the instance whose worker asks, fixed for the worker's life
+     */
+    default List<ScheduledRequest> nextBatch(int instance, int maxBatchSize, long timeout, TimeUnit unit) throws InterruptedException {
+        return nextBatch(maxBatchSize, timeout, unit);
+    }
+
+    /**
+     * A request this batcher handed out asked to run again ({@link ScheduledRequest#reschedule});
+     * its execute has returned and it is queued again. The default treats it as a new request
+     * ({@link #enqueue}); the sequence batcher puts it back at the head of its sequence. Called on
+     * the instance's worker thread before it asks for its next batch. Since SPI 2.
+     *
+     * @throws io.backplane.spi.BackplaneException to end the request with that error instead
+     */
+    default void rescheduled(ScheduledRequest request) {
+        enqueue(request);
+    }
+
+    /**
+     * Instance {@code instance} failed (its execute threw a failure report, its process died, or
+     * its watchdog fired); the core restarts it. A batcher that keeps per-instance state (the
+     * sequence batcher's slots) ends it here, so no state silently survives into the new
+     * incarnation. Called on any thread, possibly more than once per failure. The default does
+     * nothing. Since SPI 2.
+     */
+    default void instanceFailed(int instance) {
+    }
+
+    /**
+     * How many sequence slots hold a sequence now (hygiene checks and statistics); 0 for batchers
+     * without sequences, the default. Since SPI 2.
+     */
+    default int sequenceSlotsInUse() {
+        return 0;
+    }
+
+    /**
      * A request in the queue was cancelled or ended by the core; the batcher should drop it.
      * Optional: the core ignores ended requests that still come back in a batch.
      */

@@ -5,6 +5,8 @@ import io.backplane.spi.BackplaneException;
 import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.Ticker;
 import io.backplane.spi.config.ModelConfig;
+import java.nio.file.Path;
+import org.jspecify.annotations.Nullable;
 
 /**
  * What a batcher needs from the host. Thread-safe.
@@ -19,6 +21,15 @@ public interface BatcherContext {
 
     /** How many instances pull batches from this batcher. */
     int instanceCount();
+
+    /**
+     * The model's folder ({@code <repository>/<model>}), where a batcher finds
+     * files its config names (the sequence batcher's {@code initial_state} data files); null for
+     * a model registered in code without one. The default returns null. Since SPI 2.
+     */
+    default @Nullable Path modelDirectory() {
+        return null;
+    }
 
     /** The host's monotonic clock; batchers must use it for every delay and timeout. */
     Ticker ticker();

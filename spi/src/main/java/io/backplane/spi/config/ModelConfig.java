@@ -40,6 +40,7 @@ public final class ModelConfig {
     private final List<TensorConfig> outputs;
     private final List<InstanceGroup> instanceGroups;
     private final @Nullable DynamicBatching dynamicBatching;
+    private final @Nullable SequenceBatching sequenceBatching;
     private final VersionPolicy versionPolicy;
     private final boolean decoupled;
     private final Map<String, String> parameters;
@@ -55,6 +56,7 @@ public final class ModelConfig {
         this.outputs = List.copyOf(b.outputs);
         this.instanceGroups = List.copyOf(b.instanceGroups);
         this.dynamicBatching = b.dynamicBatching;
+        this.sequenceBatching = b.sequenceBatching;
         this.versionPolicy = requireNonNull(b.versionPolicy, "versionPolicy is null");
         this.decoupled = b.decoupled;
         this.parameters = Collections.unmodifiableMap(new LinkedHashMap<>(b.parameters));
@@ -74,6 +76,7 @@ public final class ModelConfig {
     public Builder toBuilder() {
         Builder b = new Builder(name).platform(platform).backend(backend).maxBatchSize(maxBatchSize).dynamicBatching(dynamicBatching)
                 .versionPolicy(versionPolicy).decoupled(decoupled).defaultModelFilename(defaultModelFilename).raw(raw);
+        b.sequenceBatching(sequenceBatching);
         b.inputs.addAll(inputs);
         b.outputs.addAll(outputs);
         b.instanceGroups.addAll(instanceGroups);
@@ -127,6 +130,11 @@ public final class ModelConfig {
     /** Which versions are served. */
     public VersionPolicy versionPolicy() {
         return versionPolicy;
+    }
+
+    /** The {@code sequence_batching} block, or null: a stateful model whose requests belong to sequences. */
+    public @Nullable SequenceBatching sequenceBatching() {
+        return sequenceBatching;
     }
 
     /** Whether responses are decoupled from requests (any number per request). */
@@ -191,7 +199,7 @@ public final class ModelConfig {
     public boolean equals(Object o) {
         return o instanceof ModelConfig c && name.equals(c.name) && platform.equals(c.platform) && backend.equals(c.backend)
                 && maxBatchSize == c.maxBatchSize && inputs.equals(c.inputs) && outputs.equals(c.outputs) && instanceGroups.equals(c.instanceGroups)
-                && Objects.equals(dynamicBatching, c.dynamicBatching) && versionPolicy.equals(c.versionPolicy) && decoupled == c.decoupled
+                && Objects.equals(dynamicBatching, c.dynamicBatching) && Objects.equals(sequenceBatching, c.sequenceBatching) && versionPolicy.equals(c.versionPolicy) && decoupled == c.decoupled
                 && parameters.equals(c.parameters) && defaultModelFilename.equals(c.defaultModelFilename) && raw.equals(c.raw);
     }
 
@@ -220,6 +228,7 @@ public final class ModelConfig {
         private final List<TensorConfig> outputs = new ArrayList<>();
         private final List<InstanceGroup> instanceGroups = new ArrayList<>();
         private @Nullable DynamicBatching dynamicBatching;
+        private @Nullable SequenceBatching sequenceBatching;
         private VersionPolicy versionPolicy = VersionPolicy.DEFAULT;
         private boolean decoupled;
         private final Map<String, String> parameters = new LinkedHashMap<>();
@@ -320,6 +329,12 @@ public final class ModelConfig {
         /** Sets {@link ModelConfig#versionPolicy()}. */
         public Builder versionPolicy(VersionPolicy v) {
             versionPolicy = requireNonNull(v, "versionPolicy is null");
+            return this;
+        }
+
+        /** Sets {@link ModelConfig#sequenceBatching()}. */
+        public Builder sequenceBatching(@Nullable SequenceBatching v) {
+            sequenceBatching = v;
             return this;
         }
 

@@ -14,6 +14,8 @@ import io.backplane.spi.ModelContext;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.InstanceKind;
 import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.config.SequenceBatching;
+import io.backplane.spi.config.TensorConfig;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import org.slf4j.Logger;
@@ -72,6 +74,7 @@ final class OnnxBackend implements Backend {
             throw new BackplaneException(ErrorCode.UNSUPPORTED, where + ": the cpu backend answers each request once; remove"
                     + " model_transaction_policy { decoupled: true }");
         }
+        config = withSequenceTensors(config);
         Path file = modelFile(model);
         SessionSettings settings = SessionSettings.from(config.name(), context.options(), config.parameters(), config.instanceCount());
         OrtSession first = OnnxModel.createSession(file, settings, where);
@@ -91,6 +94,29 @@ final class OnnxBackend implements Backend {
     public void close() {
         // The ORT environment outlives the backend on purpose (see Ort): nothing else is backend-wide.
         LOG.debug("cpu backend closed");
+    }
+
+    /**
+     * A stateful model's graph also takes the tensors the core fills (its {@code control_input}s and
+     * state inputs) and produces its state outputs; the session binds them like declared ones. The
+     * core adds the inputs to each request and takes the state outputs out of each response, so
+     * clients never see them.
+     */
+    static ModelConfig withSequenceTensors(ModelConfig config) {
+        SequenceBatching sb = config.sequenceBatching();
+        if (sb == null || sb.controls().isEmpty() && sb.states().isEmpty()) {
+            return config;
+        }
+        ModelConfig.Builder b = config.toBuilder();
+        for (SequenceBatching.Control c : sb.controls()) {
+            b.input(TensorConfig.of(c.inputName(), c.dataType(), 1));
+        }
+        for (SequenceBatching.State s : sb.states()) {
+            long[] dims = s.dims().stream().mapToLong(Long::longValue).toArray();
+            b.input(TensorConfig.of(s.inputName(), s.dataType(), dims));
+            b.output(TensorConfig.of(s.outputName(), s.dataType(), dims));
+        }
+        return b.build();
     }
 
     static String where(ModelContext model) {

@@ -161,7 +161,8 @@ final class BlsBridge {
         }
         InferenceRequest request;
         try {
-            InferenceRequest.Builder b = InferenceRequest.builder(model).id(requestId).correlationId(correlationId).timeoutMicros(timeoutMicros);
+            InferenceRequest.Builder b = InferenceRequest.builder(model).id(requestId).timeoutMicros(timeoutMicros);
+            Wire.sequence(b, correlationId);
             if (version > 0) {
                 b.version(version);
             }

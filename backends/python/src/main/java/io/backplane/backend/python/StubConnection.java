@@ -119,6 +119,8 @@ final class StubConnection {
         final AtomicBoolean freed = new AtomicBoolean();
         final List<SharedRegion.Block> blocks = new ArrayList<>();
         volatile boolean stubDone;
+        /** The stub released this request with RESCHEDULE: it runs again in a later execution, under a new Req. */
+        volatile boolean rescheduled;
         SharedRegion.@Nullable Block cancelBlock;
         boolean cancelMirrored;
 
@@ -141,6 +143,8 @@ final class StubConnection {
     private final AtomicBoolean dead = new AtomicBoolean();
     private final CompletableFuture<Void> cleanedUp = new CompletableFuture<>();
     private final ConcurrentHashMap<Long, Execution> executions = new ConcurrentHashMap<>();
+    /** Reqs whose request was rescheduled and may still be open (see {@link #reschedule(Req)}). */
+    private final java.util.concurrent.ConcurrentLinkedQueue<Req> rescheduled = new java.util.concurrent.ConcurrentLinkedQueue<>();
     private final ArrayDeque<String> stderrTail = new ArrayDeque<>();
     private final AtomicLong droppedMessages = new AtomicLong();
     private @Nullable SharedRegion region;
@@ -683,6 +687,7 @@ final class StubConnection {
                 }
                 return;
             }
+            settleRescheduled(reg);
             Execution e = new Execution(nextExecId++);
             Wire.Out reqs = new Wire.Out(256);
             for (ScheduledRequest sr : batch) {
@@ -816,7 +821,7 @@ final class StubConnection {
         r.cancelBlock = cb;
         reg.hostSegment(cb).set(ValueLayout.JAVA_LONG, 0, sr.isCancelled() ? 1L : 0L);
         r.cancelMirrored = sr.isCancelled();
-        out.u64(sr.id()).str(req.id()).str(req.correlationId()).str(Wire.json(req.parameters()));
+        out.u64(sr.id()).str(req.id()).str(Wire.sequence(req)).str(Wire.json(req.parameters()));
         out.u32(cb.chunk()).u64(cb.offset());
         out.u16(req.requestedOutputs().size());
         for (String n : req.requestedOutputs()) {
@@ -924,6 +929,10 @@ final class StubConnection {
                     case 0 -> finals.add(null);
                     case 1 -> finals.add(decodeResponse(reg, in, e.reqs.get(i)));
                     case 2 -> finals.add(null);
+                    case 3 -> {
+                        finals.add(null);
+                        e.reqs.get(i).rescheduled = true;
+                    }
                     default -> throw Wire.protocol("request state " + state + " is unknown");
                 }
                 if (state != 0) {
@@ -934,6 +943,9 @@ final class StubConnection {
             for (int i = 0; i < n; i++) {
                 InferenceResponse resp = finals.get(i);
                 Req r = e.reqs.get(i);
+                if (r.rescheduled && deliver) {
+                    reschedule(r);
+                }
                 if (resp != null) {
                     if (deliver) {
                         finish(r, resp);
@@ -1070,6 +1082,35 @@ final class StubConnection {
         }
         in.str();
         return InferenceResponse.of(List.of());
+    }
+
+    /**
+     * The model released {@code r} with RESCHEDULE: the core runs it again after this execute
+     * returns, under a new Req. This one stays open, so that a response the stub sent through it
+     * before the release, and that the reader thread has yet to handle, still reaches the request;
+     * {@link #settleRescheduled} retires it once the request has ended.
+     */
+    private void reschedule(Req r) {
+        try {
+            r.sr.reschedule();
+        } catch (RuntimeException ex) {
+            r.rescheduled = false;
+            finish(r, InferenceResponse.error(BackplaneException.wrap(ex, describe() + " cannot reschedule request " + r.sr.id())));
+            return;
+        }
+        rescheduled.add(r);
+    }
+
+    /** Retires the Reqs of rescheduled requests that have ended since (worker thread, region read-locked). */
+    private void settleRescheduled(SharedRegion reg) {
+        for (java.util.Iterator<Req> it = rescheduled.iterator(); it.hasNext(); ) {
+            Req r = it.next();
+            if (r.sr.sender().isClosed()) {
+                it.remove();
+                r.hostDone.set(true);
+                maybeRelease(reg, r);
+            }
+        }
     }
 
     /** Ends {@code r} with {@code resp} (null: FINAL without a response) unless it already ended. */

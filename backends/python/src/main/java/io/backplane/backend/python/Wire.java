@@ -180,6 +180,34 @@ final class Wire {
         return new BackplaneException(ErrorCode.INTERNAL, "python stub protocol violation: " + message);
     }
 
+    /**
+     * A request's sequence fields as one wire string: {@code <flags>:<kind><id>}, kind {@code n}
+     * (uint64), {@code s} (string) or nothing (no id). Read by the stub's {@code _sequence_decode}.
+     */
+    static String sequence(io.backplane.spi.InferenceRequest r) {
+        String id = r.correlationId();
+        return r.flags() + ":" + (id.isEmpty() ? "" : (r.correlationIdIsNumber() ? "n" : "s") + id);
+    }
+
+    /** Applies a wire sequence string ({@link #sequence}) to a request builder. */
+    static void sequence(io.backplane.spi.InferenceRequest.Builder b, String field) {
+        int colon = field.indexOf(':');
+        if (colon < 0) {
+            throw protocol("sequence field '" + field + "' has no flags");
+        }
+        try {
+            b.flags(Integer.parseInt(field.substring(0, colon)));
+            String rest = field.substring(colon + 1);
+            if (rest.startsWith("n")) {
+                b.correlationId(Long.parseUnsignedLong(rest.substring(1)));
+            } else if (rest.startsWith("s")) {
+                b.correlationId(rest.substring(1));
+            }
+        } catch (NumberFormatException e) {
+            throw protocol("sequence field '" + field + "' is malformed");
+        }
+    }
+
     /** A minimal JSON writer for the values the stub needs (strings, numbers, booleans, maps, lists). */
     static String json(Object value) {
         StringBuilder sb = new StringBuilder();

@@ -85,7 +85,7 @@ class PythonBackendTest {
     @Test
     void introspect_argsRequestMetadataAndBytes_matchTriton() throws Exception {
         try (Harness h = new Harness(Configs.introspect())) {
-            var req = InferenceRequest.builder("introspect").id("abc").correlationId("77").parameter("p", "v").parameter("n", 3L)
+            var req = InferenceRequest.builder("introspect").id("abc").correlationId(77L).sequenceStart(true).parameter("p", "v").parameter("n", 3L)
                     .input(Tensor.ofStrings("TEXT", new long[] {2}, "hello", "wörld")).build();
             InferenceResponse r = h.run(req).get(0).await();
             assertFalse(r.isError(), r::toString);
@@ -93,6 +93,7 @@ class PythonBackendTest {
             String info = r.output("INFO").toStringList().get(0);
             assertTrue(info.contains("\"request_id\": \"abc\""), info);
             assertTrue(info.contains("\"correlation_id\": 77"), info);
+            assertTrue(info.contains("\"flags\": 1"), info);
             assertTrue(info.contains("\"parameters\": {\"p\": \"v\", \"n\": 3}"), info);
             assertTrue(info.contains("\"model_name\": \"introspect\""), info);
             assertTrue(info.contains("\"model_instance_kind\": \"CPU\""), info);

@@ -93,8 +93,18 @@ final class ProtoTensors {
             switch (k) {
                 case "priority" -> b.priority(Math.toIntExact(integer(p, k)));
                 case "timeout" -> b.timeoutMicros(integer(p, k));
-                case "sequence_id" -> b.correlationId(p.getParameterChoiceCase() == InferParameter.ParameterChoiceCase.STRING_PARAM
-                        ? p.getStringParam() : Long.toString(integer(p, k)));
+                case "sequence_id" -> {
+                    // Triton's kinds: uint64 (0 = none) or string; they name different sequences
+                    if (p.getParameterChoiceCase() == InferParameter.ParameterChoiceCase.STRING_PARAM) {
+                        b.correlationId(p.getStringParam());
+                    } else if (p.getParameterChoiceCase() == InferParameter.ParameterChoiceCase.INT64_PARAM && p.getInt64Param() < 0) {
+                        throw BackplaneException.invalid("parameter 'sequence_id' must be an unsigned integer or a string, not " + p.getInt64Param());
+                    } else {
+                        b.correlationId(integer(p, k));
+                    }
+                }
+                case "sequence_start" -> b.sequenceStart(bool(p, k));
+                case "sequence_end" -> b.sequenceEnd(bool(p, k));
                 case "triton_enable_empty_final_response" -> {
                     // consumed by the stream handler
                 }
@@ -180,6 +190,13 @@ final class ProtoTensors {
             }
         }
         return fill.build();
+    }
+
+    private static boolean bool(InferParameter p, String key) {
+        if (p.getParameterChoiceCase() != InferParameter.ParameterChoiceCase.BOOL_PARAM) {
+            throw BackplaneException.invalid("parameter '" + key + "' must be a bool_param, not " + p.getParameterChoiceCase());
+        }
+        return p.getBoolParam();
     }
 
     /** Triton's classification count; any count above the output's size returns every class. */

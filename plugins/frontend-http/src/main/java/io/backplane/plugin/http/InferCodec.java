@@ -32,7 +32,8 @@ import java.util.Map;
  */
 final class InferCodec {
     /** Request parameters the frontend consumes rather than forwarding to the model. */
-    private static final java.util.Set<String> RESERVED = java.util.Set.of("binary_data_output", "priority", "timeout", "sequence_id");
+    private static final java.util.Set<String> RESERVED = java.util.Set.of("binary_data_output", "priority", "timeout", "sequence_id",
+            "sequence_start", "sequence_end");
 
     private InferCodec() {
     }
@@ -129,7 +130,9 @@ final class InferCodec {
                     case "binary_data_output" -> binaryAll = bool(v, k);
                     case "priority" -> b.priority((int) integer(v, k));
                     case "timeout" -> b.timeoutMicros(integer(v, k));
-                    case "sequence_id" -> b.correlationId(v.asText());
+                    case "sequence_id" -> sequenceId(b, v);
+                    case "sequence_start" -> b.sequenceStart(bool(v, k));
+                    case "sequence_end" -> b.sequenceEnd(bool(v, k));
                     default -> b.parameter(k, scalar(v, "parameter '" + k + "'"));
                 }
             }
@@ -421,6 +424,17 @@ final class InferCodec {
             throw BackplaneException.invalid(what + " must be true or false, not " + v);
         }
         return v.booleanValue();
+    }
+
+    /** Triton's {@code sequence_id}: an unsigned 64-bit number (0 = none) or a string; the two kinds name different sequences. */
+    private static void sequenceId(InferenceRequest.Builder b, JsonNode v) {
+        if (v.isTextual()) {
+            b.correlationId(v.textValue());
+        } else if (v.isIntegralNumber() && v.bigIntegerValue().signum() >= 0 && v.bigIntegerValue().bitLength() <= 64) {
+            b.correlationId(v.bigIntegerValue().longValue());
+        } else {
+            throw BackplaneException.invalid("parameter 'sequence_id' must be an unsigned 64-bit integer or a string, not " + v);
+        }
     }
 
     private static long integer(JsonNode v, String what) {

@@ -95,8 +95,7 @@ class Bls:
         _w_str(out, str(request._bls_model))
         out += _i64.pack(int(request._model_version))
         _w_str(out, str(request._request_id or ""))
-        cid = request._correlation_id
-        _w_str(out, "" if cid in (None, 0, "") else str(cid))
+        _w_str(out, pb_utils._sequence_encode(request._correlation_id, request._flags))
         _w_str(out, request._parameters)
         out += _u64.pack(max(0, int(request._timeout or 0)))
         out += _u16.pack(len(request._requested))

@@ -115,6 +115,10 @@ def decoupled_outcomes(rt, requests, ret, error):
             out.append(("closed",))
         elif message is not None:
             out.append(("error", message))
+        elif getattr(req, "_release_flags", pb_utils.TRITONSERVER_REQUEST_RELEASE_ALL) == pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+            # the host runs this request again in a later execute(); this Python object and its sender are done
+            req._rescheduled = True
+            out.append(("rescheduled",))
         else:
             out.append(("open",))
     return out

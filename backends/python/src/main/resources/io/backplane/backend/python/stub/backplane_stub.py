@@ -462,7 +462,7 @@ class Runtime:
             req._bls_model = None
             req._request_id, pos = string(pos)
             cid, pos = string(pos)
-            req._correlation_id = int(cid) if cid.isdigit() else (cid if cid else 0)
+            req._flags, req._correlation_id = pb_utils._sequence_decode(cid)
             req._parameters, pos = string(pos)
             if pos + 14 > end:
                 raise ProtocolError("execution message truncated at byte %d" % pos)
@@ -543,6 +543,8 @@ class Runtime:
             kind = o[0]
             if kind == "open":
                 out.append(0)
+            elif kind == "rescheduled":
+                out.append(3)
             elif kind == "closed":
                 out.append(2)
             elif kind == "error":

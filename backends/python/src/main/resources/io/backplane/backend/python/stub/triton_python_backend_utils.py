@@ -289,9 +289,30 @@ class InferenceResponseSender:
     def __del__(self):
         # Dropped without its FINAL (no thread or task holds it any more): the request would stay open
         # until unload. The stub ends it instead, on its own thread (SimpleQueue.put is safe here).
-        if not self._closed and _runtime is not None and self._request._index >= 0:
+        if not self._closed and _runtime is not None and self._request._index >= 0 \
+                and not getattr(self._request, "_rescheduled", False):
             _runtime.dropped_senders.put(self._request)
 
+
+
+def _sequence_decode(field):
+    """The host's sequence field "<flags>:<kind><id>" (kind n: uint64, s: string, empty: none) as (flags, correlation id)."""
+    flags, _, rest = field.partition(":")
+    kind, cid = rest[:1], rest[1:]
+    if kind == "n":
+        return int(flags or 0), int(cid)
+    if kind == "s":
+        return int(flags or 0), cid
+    return int(flags or 0), 0
+
+
+def _sequence_encode(correlation_id, flags):
+    """The inverse of _sequence_decode, for BLS requests."""
+    if correlation_id is None or correlation_id == 0 or correlation_id == "":
+        return "%d:" % int(flags or 0)
+    if isinstance(correlation_id, str):
+        return "%d:s%s" % (int(flags or 0), correlation_id)
+    return "%d:n%d" % (int(flags or 0), int(correlation_id))
 
 class InferenceRequest:
     """A request given to execute(); one you construct yourself is a BLS call: exec() or async_exec() it."""
@@ -340,11 +361,16 @@ class InferenceRequest:
         return self._requested
 
     def flags(self):
-        return 0
+        """TRITONSERVER_REQUEST_FLAG_SEQUENCE_START (1) and/or _END (2) for a request of a sequence."""
+        return self._flags
 
     def set_release_flags(self, flags):
-        if flags != TRITONSERVER_REQUEST_RELEASE_ALL:
-            raise TritonModelException("request rescheduling is not supported by Backplane's python backend")
+        """TRITONSERVER_REQUEST_RELEASE_RESCHEDULE: run this request again in a later execute() (decoupled models
+        whose config has sequence_batching { iterative_sequence: true }); RELEASE_ALL (the default) ends it here."""
+        if flags not in (TRITONSERVER_REQUEST_RELEASE_ALL, TRITONSERVER_REQUEST_RELEASE_RESCHEDULE):
+            raise TritonModelException("request release flags %r are invalid: use TRITONSERVER_REQUEST_RELEASE_ALL or "
+                                       "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE" % (flags,))
+        self._release_flags = flags
 
     def get_response_sender(self):
         if self._sender is None:
