@@ -41,6 +41,8 @@ import org.openjdk.jmh.annotations.Warmup;
  * process ({@link BackplaneHost#infer}) and over the REST frontend on loopback:
  * {@code java -jar benchmarks/target/benchmarks.jar EnsembleBenchmark}. The ensemble saves the
  * client a round trip per step; in process it costs one more request (the ensemble's own).
+ * The {@code embeddedCallerRuns_*} pair runs the same in a host with
+ * {@link BackplaneHost.Builder#callerRuns caller-runs}, where idle steps run on the caller's thread.
  */
 @State(Scope.Benchmark)
 @Fork(value = 1, jvmArgsAppend = {"--sun-misc-unsafe-memory-access=allow", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"})
@@ -52,6 +54,7 @@ public class EnsembleBenchmark {
     private static final Pattern DATA = Pattern.compile("\"data\"\\s*:\\s*\\[([^\\]]*)\\]");
 
     private BackplaneHost host;
+    private BackplaneHost callerRunsHost;
     private Frontend http;
     private String base;
     private final HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
@@ -75,6 +78,8 @@ public class EnsembleBenchmark {
                 """, "ens/config.pbtxt", "ens", BackendCatalog.NONE);
         host = BackplaneHost.builder().backend(new IdentityBackendFactory()).modelControlMode(ModelControlMode.EXPLICIT)
                 .model(step("a")).model(step("b")).model(ensemble).loadModel("ens").build();
+        callerRunsHost = BackplaneHost.builder().backend(new IdentityBackendFactory()).modelControlMode(ModelControlMode.EXPLICIT).callerRuns(true)
+                .model(step("a")).model(step("b")).model(ensemble).loadModel("ens").build();
         http = host.frontendFactories().get("http").create(new FrontendContext() {
             @Override
             public InferenceService service() {
@@ -97,6 +102,7 @@ public class EnsembleBenchmark {
     public void stop() throws Exception {
         http.close();
         host.close();
+        callerRunsHost.close();
     }
 
     @Benchmark
@@ -108,6 +114,17 @@ public class EnsembleBenchmark {
     public InferenceResponse embedded_twoClientCalls() throws Exception {
         InferenceResponse a = host.infer(firstRequest).get();
         return host.infer(InferenceRequest.builder("b").input(a.output("OUT").withName("IN")).build()).get();
+    }
+
+    @Benchmark
+    public InferenceResponse embeddedCallerRuns_ensemble() throws Exception {
+        return callerRunsHost.infer(ensembleRequest).get();
+    }
+
+    @Benchmark
+    public InferenceResponse embeddedCallerRuns_twoClientCalls() throws Exception {
+        InferenceResponse a = callerRunsHost.infer(firstRequest).get();
+        return callerRunsHost.infer(InferenceRequest.builder("b").input(a.output("OUT").withName("IN")).build()).get();
     }
 
     @Benchmark

@@ -557,8 +557,9 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         /**
          * Caller-runs: a request to a model without dynamic batching executes on the calling
          * thread when an instance is idle, skipping the hand-off to the instance's worker thread
-         * (lowest latency for embedded hosts whose callers are ordinary threads). Off by default:
-         * do not enable it when callers are event-loop threads that must never block.
+         * (lowest latency for embedded hosts whose callers are ordinary threads); for an ensemble,
+         * the caller's thread runs each step whose instance is idle, one after the other. Off by
+         * default: do not enable it when callers are event-loop threads that must never block.
          */
         public Builder callerRuns(boolean on) {
             callerRuns = on;

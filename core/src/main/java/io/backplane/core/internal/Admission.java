@@ -50,6 +50,10 @@ final class Admission implements RequestState.Hold {
     // set once by open(), before the state becomes READY; read only after admit saw READY
     private @Nullable BatchGuard queue;
     private List<InstanceSlot> inline = List.of();
+    /** The instances an ensemble step may run on without a hand-off (a model without a batcher), see {@link StepTrampoline}. */
+    private List<InstanceSlot> stepSlots = List.of();
+    /** Whether a request of this version ever started a child request: its steps then never borrow another model's worker. */
+    private volatile boolean startsChildren;
     private @Nullable EnsembleScheduler ensemble;
     /** The host's response cache when this model uses it, else null. */
     private final @Nullable ResponseCache cache;
@@ -74,11 +78,13 @@ final class Admission implements RequestState.Hold {
 
     /**
      * Starts admitting: requests queue through {@code queue}; with caller-runs, they may first try
-     * the idle instances in {@code callerRuns} on the calling thread. LOADING → READY.
+     * the idle instances in {@code callerRuns} on the calling thread; ensemble steps may run on
+     * {@code steps} from a thread with a {@link StepTrampoline}. LOADING → READY.
      */
-    void open(BatchGuard queue, List<InstanceSlot> callerRuns) {
+    void open(BatchGuard queue, List<InstanceSlot> callerRuns, List<InstanceSlot> steps) {
         this.queue = requireNonNull(queue, "queue is null");
         this.inline = List.copyOf(callerRuns);
+        this.stepSlots = List.copyOf(steps);
         state.set(ModelState.READY);
         host.listener().versionLoaded(name, version);
     }
@@ -131,12 +137,27 @@ final class Admission implements RequestState.Hold {
         EnsembleScheduler e = ensemble;
         if (e != null) {
             r.tryDispatch(host.ticker().nanoTime()); // nothing queues: the request runs from now on
-            e.start(r);
+            if (host.callerRuns() && !(sink instanceof ChildRequests.Link)) {
+                StepTrampoline.run(null, () -> e.start(r)); // caller-runs: this caller runs the steps whose instances are idle
+            } else {
+                e.start(r);
+            }
             return r;
         }
         BatchGuard q = requireNonNull(queue, "queue");
-        // A child (BLS) never runs on its caller's thread: that is often a backend's I/O thread.
-        if (!inline.isEmpty() && !(sink instanceof ChildRequests.Link) && q.isIdle()) {
+        if (sink instanceof ChildRequests.Link l) {
+            // A child (BLS) never runs on its caller's thread: that is often a backend's I/O thread. An ensemble
+            // step may, on a thread with a step trampoline (a worker, or a caller with caller-runs), outside any execute.
+            if (l.ensembleStep() && !stepSlots.isEmpty() && q.isIdle()) {
+                for (InstanceSlot slot : stepSlots) {
+                    // a worker lends itself only to a quick step that never waits for child requests: such a wait could
+                    // need the very worker it borrowed
+                    if (StepTrampoline.mayRunStepInline(!startsChildren && slot.isQuick()) && slot.tryRunInline(r)) {
+                        return r;
+                    }
+                }
+            }
+        } else if (!inline.isEmpty() && q.isIdle()) {
             for (InstanceSlot slot : inline) {
                 if (slot.tryRunInline(r)) {
                     return r;
@@ -196,6 +217,13 @@ final class Admission implements RequestState.Hold {
             synchronized (drained) {
                 drained.notifyAll();
             }
+        }
+    }
+
+    @Override
+    public void childStarted() {
+        if (!startsChildren) {
+            startsChildren = true;
         }
     }
 

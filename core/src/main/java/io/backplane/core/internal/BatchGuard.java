@@ -63,7 +63,8 @@ final class BatchGuard implements InstanceSlot.BatchSource {
     }
 
     /** Whether nothing waits in the batcher's queue; false when the batcher cannot tell. */
-    boolean isIdle() {
+    @Override
+    public boolean isIdle() {
         try {
             return batcher.queued() == 0;
         } catch (Throwable t) {

@@ -145,6 +145,11 @@ final class ChildRequests {
             return owner.parent;
         }
 
+        /** Whether this child is a step of an ensemble (its observer is the ensemble scheduler's), not a backend's BLS call. */
+        boolean ensembleStep() {
+            return observer instanceof EnsembleScheduler.StepObserver;
+        }
+
         @Override
         public synchronized void partial(InferenceResponse response) {
             if (!done) {

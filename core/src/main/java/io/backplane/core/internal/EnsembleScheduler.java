@@ -103,7 +103,7 @@ final class EnsembleScheduler {
                         Outcome.BACKEND);
                 return;
             }
-            launch(launches);
+            launchNow(launches); // never deferred: the thread that admitted the request may be waiting for its answer
         }
 
         /**
@@ -127,7 +127,19 @@ final class EnsembleScheduler {
             launches.add(new Launch(s, inputs));
         }
 
-        private void launch(List<Launch> launches) {
+        /**
+         * Starts the steps that {@code from}'s response made ready. On a thread with a trampoline they
+         * start once the execute that answered has returned (perhaps on this thread, see
+         * {@link StepTrampoline}); never so for a decoupled step, whose execute may go on streaming.
+         */
+        private void launch(Step from, List<Launch> launches) {
+            if (launches.isEmpty() || !plan.stepDecoupled(from.index()) && StepTrampoline.defer(() -> launchNow(launches))) {
+                return;
+            }
+            launchNow(launches);
+        }
+
+        private void launchNow(List<Launch> launches) {
             for (Launch l : launches) {
                 Step s = l.step();
                 InferenceRequest.Builder b = InferenceRequest.builder(s.modelName()).version(s.modelVersion()).inputs(l.inputs())
@@ -213,7 +225,7 @@ final class EnsembleScheduler {
                     return; // the request ended meanwhile (cancel, unload): its steps are being cancelled
                 }
             }
-            launch(launches);
+            launch(s, launches);
         }
 
         private void onStepEnded(Step s) {
@@ -269,7 +281,7 @@ final class EnsembleScheduler {
         }
 
         /** The observer of one step's child request; its calls are serialized by the child's link. */
-        private final class StepObserver implements ResponseObserver {
+        private final class StepObserver implements EnsembleScheduler.StepObserver {
             private final Step step;
             private boolean done;
 
@@ -301,5 +313,9 @@ final class EnsembleScheduler {
     }
 
     private record Launch(Step step, List<Tensor> inputs) {
+    }
+
+    /** What marks a child request as an ensemble step (caller-runs may run it inline, see {@link StepTrampoline}). */
+    interface StepObserver extends ResponseObserver {
     }
 }

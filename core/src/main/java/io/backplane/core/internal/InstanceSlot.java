@@ -38,6 +38,8 @@ import org.slf4j.LoggerFactory;
 final class InstanceSlot {
     private static final Logger log = LoggerFactory.getLogger(InstanceSlot.class);
     private static final long POLL_MILLIS = 100;
+    /** A step whose executes average under this may run on another model's worker (about a loaded machine's wake-up). */
+    private static final long QUICK_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
 
     /**
      * Where a worker gets its work: requests already checked and dispatched, each exactly once
@@ -59,6 +61,9 @@ final class InstanceSlot {
 
         /** Caller-runs: dispatches {@code r} alone; false if it already ended or was taken. */
         boolean dispatch(RequestState r);
+
+        /** Whether nothing is queued. */
+        boolean isIdle();
     }
 
     private final ModelContext owner;
@@ -78,6 +83,8 @@ final class InstanceSlot {
     /** Held by whoever executes on this instance: the worker, or a caller running inline (caller-runs). */
     private final java.util.concurrent.atomic.AtomicBoolean busy = new java.util.concurrent.atomic.AtomicBoolean();
     private volatile @Nullable Thread worker;
+    /** A moving average of this instance's execute times, starting high: a worker lends its thread only to a quick step. */
+    private volatile long recentExecuteNanos = TimeUnit.SECONDS.toNanos(1);
     private @Nullable Model model;
 
     InstanceSlot(ModelContext owner, BatchSource source, HostContext host, long executeTimeoutMillis, Placement.Spec spec) {
@@ -104,6 +111,11 @@ final class InstanceSlot {
     private ModelInstance create() throws Exception {
         Incarnation inc = new Incarnation(generation.incrementAndGet());
         return requireNonNull(requireNonNull(model, "model").createInstance(inc), "createInstance returned null for instance '" + name + "'");
+    }
+
+    /** Whether its executes have lately been shorter than a thread wake-up costs (see {@link StepTrampoline}). */
+    boolean isQuick() {
+        return recentExecuteNanos < QUICK_NANOS;
     }
 
     boolean isReady() {
@@ -177,12 +189,22 @@ final class InstanceSlot {
                 }
                 continue;
             }
-            claim();
-            try {
-                execute(i, batch);
-            } finally {
-                busy.set(false);
+            if (batch.size() == 1) {
+                // ensemble steps made ready by this request may run on this thread after it (StepTrampoline); a
+                // larger batch hands them over at once, so early answers of the batch do not wait for its end
+                StepTrampoline.run(source::isIdle, () -> claimAndExecute(i, batch));
+            } else {
+                claimAndExecute(i, batch);
             }
+        }
+    }
+
+    private void claimAndExecute(ModelInstance i, List<RequestState> batch) {
+        claim();
+        try {
+            execute(i, batch);
+        } finally {
+            busy.set(false);
         }
     }
 
@@ -231,6 +253,8 @@ final class InstanceSlot {
                 }
             }, limit);
         }
+        StepTrampoline steps = StepTrampoline.executeStarted();
+        long started = System.nanoTime();
         try {
             i.execute(view);
         } catch (Throwable t) {
@@ -250,6 +274,9 @@ final class InstanceSlot {
                 }
             }
         } finally {
+            StepTrampoline.executeEnded(steps);
+            long recent = recentExecuteNanos;
+            recentExecuteNanos = recent - (recent >> 3) + ((System.nanoTime() - started) >> 3); // racy average: a heuristic
             executing = List.of();
             if (watchdog != null) {
                 watchdog.cancel(false);

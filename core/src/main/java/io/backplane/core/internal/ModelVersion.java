@@ -94,6 +94,7 @@ final class ModelVersion {
         CustomMetrics.Scope metrics = host.customMetrics().scope("model '" + name + "' version " + version);
         ModelVersion v = new ModelVersion(new VersionContext(name, version, config, modelDirectory, backendContext, metrics), metrics, host, classes);
         List<InstanceSlot> callerRuns = List.of();
+        List<InstanceSlot> stepSlots = List.of();
         try {
             List<Placement.Spec> placed = Placement.of(name, config);
             Model m = requireNonNull(backend.loadModel(v.context), "backend '" + backendContext.backendName() + "' returned a null model");
@@ -108,14 +109,17 @@ final class ModelVersion {
                 v.instances.add(slot);
                 slot.start(m);
             }
-            if (host.callerRuns() && batcherFactory.name().equals("none")) {
-                callerRuns = List.copyOf(v.instances);
+            if (batcherFactory.name().equals("none")) {
+                stepSlots = List.copyOf(v.instances);
+                if (host.callerRuns()) {
+                    callerRuns = stepSlots;
+                }
             }
         } catch (Throwable t) {
             v.abortLoad(t);
             throw BackplaneException.wrap(t, "model '" + name + "' version " + version + " failed to load");
         }
-        v.admission.open(requireNonNull(v.batches), callerRuns);
+        v.admission.open(requireNonNull(v.batches), callerRuns, stepSlots);
         if (!warmup.isEmpty()) {
             // Before the registry publishes the version: no client sees it ready until its warm-up ran.
             try {

@@ -58,6 +58,10 @@ final class RequestState implements ScheduledRequest, ResponseSender {
 
         /** The request was taken out of the queue before it was dispatched (cancel): forget it. */
         void withdrawn(RequestState r);
+
+        /** A request of this version started a child request (BLS). */
+        default void childStarted() {
+        }
     }
 
     /**
@@ -226,6 +230,7 @@ final class RequestState implements ScheduledRequest, ResponseSender {
                 }
             }
         }
+        origin.hold().childStarted();
         return c.start(child, observer, origin.host());
     }
 

@@ -135,6 +135,104 @@ class EnsembleTest {
     }
 
     @Test
+    void callerRuns_idleSteps_runOneAfterTheOtherOnTheCallersThread_neverNested() throws Exception {
+        List<Thread> threads = java.util.Collections.synchronizedList(new ArrayList<>());
+        AtomicInteger executing = new AtomicInteger();
+        AtomicBoolean nested = new AtomicBoolean();
+        ScriptedBackend.Script record = (batch, inst) -> {
+            threads.add(Thread.currentThread());
+            if (executing.incrementAndGet() > 1) {
+                nested.set(true);
+            }
+        };
+        backend.on("add", (batch, inst) -> {
+            record.execute(batch, inst);
+            batch.getFirst().sender().sendFinal(longs("OUT", in(batch.getFirst(), "IN") + 1));
+            executing.decrementAndGet();
+        });
+        backend.on("mul", (batch, inst) -> {
+            record.execute(batch, inst);
+            batch.getFirst().sender().sendFinal(longs("OUT", in(batch.getFirst(), "IN") * 10));
+            executing.decrementAndGet();
+        });
+        host = BackplaneHost.builder().backend(backend).modelControlMode(ModelControlMode.EXPLICIT).callerRuns(true)
+                .model(model("add", false)).model(model("mul", false))
+                .model(ensemble("ens", step("add", "IN", "IN", "OUT", "t") + ", " + step("mul", "IN", "t", "OUT", "OUT"))).build();
+        host.load("ens");
+        CompletableFuture<InferenceResponse> f = host.infer(request("ens", 7));
+        assertTrue(f.isDone(), "with idle instances the whole ensemble ran inside infer, on this thread");
+        assertEquals(80, tagOf(f.get(10, TimeUnit.SECONDS)));
+        assertEquals(List.of(Thread.currentThread(), Thread.currentThread()), threads);
+        assertFalse(nested.get(), "the second step started inside the first step's execute");
+    }
+
+    /** A step not yet seen to be quick (its executes' average starts high) runs on its own model's worker. */
+    @Test
+    void defaultHost_stepNotYetQuick_runsOnItsOwnModelsWorker() throws Exception {
+        List<Thread> threads = java.util.Collections.synchronizedList(new ArrayList<>());
+        backend.on("add", (batch, inst) -> {
+            threads.add(Thread.currentThread());
+            batch.getFirst().sender().sendFinal(longs("OUT", in(batch.getFirst(), "IN") + 1));
+        });
+        backend.on("mul", (batch, inst) -> {
+            threads.add(Thread.currentThread());
+            batch.getFirst().sender().sendFinal(longs("OUT", in(batch.getFirst(), "IN") * 10));
+        });
+        start(model("add", false), model("mul", false), ensemble("ens", step("add", "IN", "IN", "OUT", "t") + ", " + step("mul", "IN", "t", "OUT", "OUT")));
+        host.load("ens");
+        assertEquals(80, tagOf(host.infer(request("ens", 7)).get(10, TimeUnit.SECONDS)));
+        assertEquals(2, threads.size());
+        assertTrue(threads.getFirst().getName().contains("-add") && threads.get(1).getName().contains("-mul"), threads.toString());
+    }
+
+    /** A decoupled step's response drives the downstream step at once, while its execute still runs (with and without caller-runs). */
+    @org.junit.jupiter.params.ParameterizedTest(name = "callerRuns={0}")
+    @org.junit.jupiter.params.provider.ValueSource(booleans = {false, true})
+    void decoupledStep_downstreamRunsWhileItsExecuteStillStreams(boolean callerRuns) throws Exception {
+        CountDownLatch downstreamRan = new CountDownLatch(1);
+        backend.on("add", (batch, inst) -> {
+            downstreamRan.countDown();
+            batch.getFirst().sender().sendFinal(longs("OUT", in(batch.getFirst(), "IN") + 1));
+        });
+        backend.on("repeat", (batch, inst) -> {
+            ScheduledRequest r = batch.getFirst();
+            r.sender().send(longs("OUT", in(r, "IN")), 0);
+            assertTrue(downstreamRan.await(10, TimeUnit.SECONDS), "the downstream step waited for this execute to return");
+            r.sender().send(null, ResponseSender.FINAL);
+        });
+        host = BackplaneHost.builder().backend(backend).modelControlMode(ModelControlMode.EXPLICIT).callerRuns(callerRuns)
+                .model(model("add", false)).model(model("repeat", true))
+                .model(ensemble("ens", step("repeat", "IN", "IN", "OUT", "t") + ", " + step("add", "IN", "t", "OUT", "OUT"))).build();
+        host.load("ens");
+        CountingRecorder rec = new CountingRecorder();
+        host.stream(request("ens", 4), rec);
+        assertNull(rec.end.get(10, TimeUnit.SECONDS), "the ensemble succeeded");
+        assertEquals(1, rec.terminals.get());
+    }
+
+    /**
+     * A step that calls the upstream step's model (BLS) must never run on that model's only worker:
+     * its wait for the child would need the very worker it borrowed. Many requests in a row, so the
+     * steps have time to look quick.
+     */
+    @Test
+    void stepCallingUpstreamModel_manyRequests_neverWaitsOnTheWorkerItBorrowed() throws Exception {
+        scriptArithmetic();
+        backend.on("bls", (batch, inst) -> {
+            ScheduledRequest r = batch.getFirst();
+            ChildRequestsTest.Recorder rec = new ChildRequestsTest.Recorder();
+            r.startChild(request("add", in(r, "IN")), rec);
+            assertNull(rec.end.get(10, TimeUnit.SECONDS));
+            r.sender().sendFinal(longs("OUT", tagOf((InferenceResponse) rec.calls.getFirst()) * 10));
+        });
+        start(model("add", false), model("bls", false), ensemble("ens", step("add", "IN", "IN", "OUT", "t") + ", " + step("bls", "IN", "t", "OUT", "OUT")));
+        host.load("ens");
+        for (int i = 0; i < 300; i++) {
+            assertEquals((i + 2) * 10, tagOf(host.infer(request("ens", i)).get(10, TimeUnit.SECONDS)), "request " + i);
+        }
+    }
+
+    @Test
     void responseCache_onTheEnsemble_secondIdenticalRequestRunsNoStep() throws Exception {
         AtomicInteger executions = new AtomicInteger();
         scriptArithmetic();
@@ -341,6 +439,16 @@ class EnsembleTest {
      */
     @RepeatedTest(3)
     void randomized_requestsRaceCancelAndReload_eachEndsExactlyOnce() throws Exception {
+        raceCancelAndReload(false);
+    }
+
+    /** The same race with caller-runs: steps run on the callers' and workers' threads (StepTrampoline). */
+    @RepeatedTest(3)
+    void randomized_callerRuns_requestsRaceCancelAndReload_eachEndsExactlyOnce() throws Exception {
+        raceCancelAndReload(true);
+    }
+
+    private void raceCancelAndReload(boolean callerRuns) throws Exception {
         ConcurrentHashMap<String, AtomicInteger> ends = new ConcurrentHashMap<>();
         backend.on("add", (batch, inst) -> {
             for (ScheduledRequest r : batch) {
@@ -359,7 +467,7 @@ class EnsembleTest {
         });
         AtomicInteger ensembleEnds = new AtomicInteger();
         host = BackplaneHost.builder().backend(backend).modelControlMode(ModelControlMode.EXPLICIT).unloadTimeout(Duration.ofMillis(500))
-                .model(model("add", false)).model(model("repeat", true))
+                .callerRuns(callerRuns).model(model("add", false)).model(model("repeat", true))
                 .model(ensemble("ens", step("repeat", "IN", "IN", "OUT", "t") + ", " + step("add", "IN", "t", "OUT", "OUT")))
                 .listener(new HostListener() {
                     @Override

@@ -307,7 +307,13 @@ final class StubConnection {
                         closeQuietly(channel);
                     }
                 };
-                p.onExit().thenRun(abort);
+                // An exit closes only the listening socket (a stub that died before connecting): one that connected may have
+                // written its INIT_ERR just before exiting, and those frames stay readable until the connection's end of file.
+                p.onExit().thenRun(() -> {
+                    if (!handshakeDone.get()) {
+                        closeQuietly(server);
+                    }
+                });
                 CompletableFuture.delayedExecutor(settings.startupTimeoutMillis(), TimeUnit.MILLISECONDS).execute(() -> {
                     if (!handshakeDone.get()) {
                         timedOut.set(true);
@@ -395,8 +401,8 @@ final class StubConnection {
             }
         }
         joinPumps();
-        return new BackplaneException(ErrorCode.UNAVAILABLE, tag + ": the python stub failed during start-up" + exit + ": " + e.getMessage()
-                + stderrSuffix(), e);
+        return new BackplaneException(ErrorCode.UNAVAILABLE, tag + ": the python stub failed during start-up" + exit + ": "
+                + (e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage()) + stderrSuffix(), e);
     }
 
     private void killAndCleanUpAfterFailedStart() {

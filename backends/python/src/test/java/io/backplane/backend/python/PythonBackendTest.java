@@ -26,6 +26,7 @@ import java.util.Map;
 import java.util.stream.Collectors;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.RepeatedTest;
 import org.junit.jupiter.api.Test;
 import org.slf4j.LoggerFactory;
 
@@ -257,7 +258,8 @@ class PythonBackendTest {
         }
     }
 
-    @Test
+    /** Repeated: the stub exits right after sending INIT_ERR, racing the host's read of it. */
+    @RepeatedTest(5)
     void initialize_raises_loadFailsWithPythonError() throws Exception {
         BackplaneException e = assertThrows(BackplaneException.class, () -> new Harness(Configs.named("init_fail")).close());
         assertTrue(e.getMessage().contains("ValueError: bad init: weights missing"), e.getMessage());
@@ -339,6 +341,7 @@ class PythonBackendTest {
 
     static ListAppender<ILoggingEvent> capture() {
         ListAppender<ILoggingEvent> a = new ListAppender<>();
+        a.list = new java.util.concurrent.CopyOnWriteArrayList<>(); // the stub's reader threads append while a test reads it
         a.start();
         ((Logger) LoggerFactory.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME)).addAppender(a);
         return a;
