@@ -156,6 +156,22 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         }
     }
 
+    /**
+     * Loads (or reloads) a model with a config and/or files in place of the repository's (Triton's
+     * repository extension): files go into a private temporary folder the host removes when the
+     * model unloads, reloads or the host closes.
+     */
+    @Override
+    public void load(String model, io.backplane.spi.host.LoadOverride override) {
+        checkRunning();
+        checkExplicit();
+        try {
+            runtime.registry().load(model, override);
+        } catch (BackplaneException e) {
+            throw new BackplaneException(e.code(), "failed to load '" + model + "', " + e.getMessage(), e);
+        }
+    }
+
     /** Unloads a model (L7): returns within the unload deadline with every request ended. */
     @Override
     public void unload(String model) {
@@ -274,6 +290,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
     @Override
     public void addListener(HostListener listener) {
         runtime.context().addListener(listener);
+        runtime.registry().replayLoaded(listener);
     }
 
     @Override
@@ -417,11 +434,9 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
 
         @Override
         public void last(@Nullable InferenceResponse last) {
-            try {
-                if (last != null) {
-                    observer.onResponse(last);
-                }
-            } finally {
+            if (last != null) {
+                observer.onLastResponse(last);
+            } else {
                 observer.onComplete();
             }
         }

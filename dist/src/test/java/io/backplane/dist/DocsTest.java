@@ -4,10 +4,12 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.backplane.testkit.Await;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -152,13 +154,15 @@ class DocsTest {
             ProcessBuilder pb = new ProcessBuilder(cmd).directory(work.toFile()).redirectErrorStream(true).redirectOutput(log.toFile());
             pb.environment().put("JAVA_OPTS", "-Djava.io.tmpdir=" + Files.createDirectories(work.resolve("serve-tmp")));
             Process p = pb.start();
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(180);
-            while (!Files.readString(log).contains(" started in ")) {
-                if (!p.isAlive() || System.nanoTime() > deadline) {
-                    p.destroyForcibly().waitFor();
-                    fail("serve did not start:\n" + Files.readString(log));
-                }
-                Thread.sleep(100);
+            try {
+                Await.until(() -> !p.isAlive() || LayoutTest.unchecked(() -> Files.readString(log)).contains(" started in "), Duration.ofSeconds(180),
+                        "serve to log ' started in '");
+            } catch (AssertionError e) {
+                p.destroyForcibly().waitFor();
+                fail(e.getMessage() + ":\n" + Files.readString(log));
+            }
+            if (!Files.readString(log).contains(" started in ")) {
+                fail("serve did not start (exit " + p.exitValue() + "):\n" + Files.readString(log));
             }
             Map<String, String> endpoints = new LinkedHashMap<>();
             Matcher m = SERVING.matcher(Files.readString(log));

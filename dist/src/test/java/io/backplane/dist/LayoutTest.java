@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.backplane.testkit.Await;
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -154,13 +155,7 @@ class LayoutTest {
         Process p = launcher("serve", "--model-repository", repo.toString(), "--model-control-mode", "explicit", "--http-port", "0", "--grpc-port", "0",
                 "--metrics-port", "0", "--exit-timeout-secs", "5", "--log-verbose").start();
         try {
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
-            while (!output().contains(" started in ")) {
-                if (!p.isAlive() || System.nanoTime() > deadline) {
-                    fail("serve did not start (alive=" + p.isAlive() + "):\n" + output());
-                }
-                Thread.sleep(100);
-            }
+            awaitStarted(p);
             String out = output();
             assertTrue(out.contains("DEBUG"), "--log-verbose shows debug lines:\n" + out);
             Map<String, String> endpoints = new LinkedHashMap<>();
@@ -199,13 +194,27 @@ class LayoutTest {
     }
 
     private void awaitStarted(Process p) throws Exception {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(180);
-        while (!output().contains(" started in ")) {
-            if (!p.isAlive() || System.nanoTime() > deadline) {
-                fail("serve did not start (alive=" + p.isAlive() + "):\n" + output());
-            }
-            Thread.sleep(100);
+        try {
+            Await.until(() -> !p.isAlive() || unchecked(this::output).contains(" started in "), Duration.ofSeconds(180), "serve to log ' started in '");
+        } catch (AssertionError e) {
+            fail(e.getMessage() + "\n" + output());
         }
+        if (!output().contains(" started in ")) {
+            fail("serve did not start (exit " + p.exitValue() + "):\n" + output());
+        }
+    }
+
+    /** The text {@code read} gives, an I/O error thrown unchecked (for a condition of {@link Await#until}). */
+    static String unchecked(IoText read) {
+        try {
+            return read.get();
+        } catch (IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
+    interface IoText {
+        String get() throws IOException;
     }
 
     private Map<String, String> endpoints() throws IOException {

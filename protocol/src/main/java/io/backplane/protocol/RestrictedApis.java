@@ -162,6 +162,7 @@ public final class RestrictedApis {
                 case "stats" -> Api.STATISTICS;
                 case "ready" -> Api.HEALTH;
                 case "trace" -> Api.TRACE;
+                case "setting" -> seg.get(seg.size() - 2).equals("trace") ? Api.TRACE : Api.METADATA;
                 default -> seg.size() >= 2 && seg.get(1).equals("stats") ? Api.STATISTICS : Api.METADATA;
             };
             default -> Api.METADATA;

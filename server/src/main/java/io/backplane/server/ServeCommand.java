@@ -178,6 +178,11 @@ final class ServeCommand implements Callable<Integer> {
     @Option(names = "--max-instances-per-host", paramLabel = "<n>", defaultValue = "256", converter = Converters.PositiveCount.class,
             description = "Instances all loaded models together may have; a load above it fails (default: ${DEFAULT-VALUE}).")
     int maxInstancesPerHost;
+    @Option(names = "--trace-config", paramLabel = "[<mode>,]<setting>=<value>",
+            description = "Trace extension, Triton's syntax (repeatable): level=OFF|TIMESTAMPS, rate=<N> (one request in N), count=<N> (-1: no bound), "
+                    + "mode=opentelemetry; opentelemetry,url=<OTLP/HTTP endpoint> (default http://localhost:4318/v1/traces), "
+                    + "opentelemetry,exporter=otlp|logging. Off (level=OFF) unless set here or through /v2/trace/setting.")
+    List<String> traceConfig = new ArrayList<>();
 
     @Option(names = "--log-verbose", paramLabel = "<level>", arity = "0..1", defaultValue = "0", fallbackValue = "1",
             description = "1 (or no value): io.backplane logs at DEBUG; 2 and more: TRACE.")
@@ -266,8 +271,15 @@ final class ServeCommand implements Callable<Integer> {
         try {
             Server server;
             try {
-                BackplaneHost host = requireNonNull(customize.apply(builder), "customize returned null").build();
-                server = Server.start(host, frontends(host.frontendFactories()));
+                OtelTracer tracer = OtelTracer.fromConfig(traceConfig); // a bad --trace-config fails here, before anything starts
+                BackplaneHost host;
+                try {
+                    host = requireNonNull(customize.apply(builder), "customize returned null").build();
+                } catch (RuntimeException | Error e) {
+                    tracer.close();
+                    throw e;
+                }
+                server = Server.start(host, frontends(host.frontendFactories()), tracer); // closes the tracer when it fails or closes
                 running.set(server);
             } finally {
                 startupDone.countDown();

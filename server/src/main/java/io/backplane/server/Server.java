@@ -7,6 +7,7 @@ import io.backplane.spi.BackplaneException;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.host.Frontend;
 import io.backplane.spi.host.FrontendContext;
+import io.backplane.spi.host.LogControl;
 import io.backplane.spi.host.FrontendFactory;
 import io.backplane.spi.host.InferenceService;
 import java.util.ArrayList;
@@ -41,16 +42,63 @@ public final class Server implements AutoCloseable {
     private record Running(String name, Frontend frontend, String endpoint) {
     }
 
-    private record Context(InferenceService service, Map<String, String> options) implements FrontendContext {
+    private record Context(InferenceService service, Map<String, String> options, @org.jspecify.annotations.Nullable LogControl logControl,
+            SharedObjects objects, io.backplane.spi.host.RequestTracer tracer) implements FrontendContext {
+        @Override
+        public <T extends AutoCloseable> Shared<T> shared(Class<T> type, java.util.function.Supplier<T> create) {
+            return new Shared<>(objects.get(type, create), false);
+        }
     }
+
+    /** The objects the frontends share (one system shared-memory registry for REST and gRPC), closed after the frontends. */
+    private static final class SharedObjects {
+        private final Map<Class<?>, AutoCloseable> objects = new LinkedHashMap<>();
+        /** Closed after the shared objects (the tracer). */
+        @org.jspecify.annotations.Nullable AutoCloseable last;
+
+        synchronized <T extends AutoCloseable> T get(Class<T> type, java.util.function.Supplier<T> create) {
+            AutoCloseable o = objects.get(type);
+            if (o == null) {
+                o = requireNonNull(create.get(), "shared object factory returned null");
+                objects.put(type, o);
+            }
+            return type.cast(o);
+        }
+
+        synchronized void close() {
+            for (Map.Entry<Class<?>, AutoCloseable> e : objects.entrySet()) {
+                try {
+                    e.getValue().close();
+                } catch (Exception ex) {
+                    log.warn("the shared {} failed to close", e.getKey().getSimpleName(), ex);
+                }
+            }
+            objects.clear();
+            AutoCloseable l = last;
+            last = null;
+            if (l != null) {
+                try {
+                    l.close();
+                } catch (Exception ex) {
+                    log.warn("{} failed to close", l.getClass().getSimpleName(), ex);
+                }
+            }
+        }
+    }
+
+    /** The run-time log control frontends get (Logback's, when it is the binding); found once. */
+    private static final @org.jspecify.annotations.Nullable LogControl LOGS = LogbackControl.detect();
 
     private final BackplaneHost host;
     private final List<Running> frontends;
     private final AtomicBoolean closing = new AtomicBoolean();
     private final CountDownLatch closed = new CountDownLatch(1);
 
-    private Server(BackplaneHost host, List<Running> frontends) {
+    private final SharedObjects shared;
+
+    private Server(BackplaneHost host, List<Running> frontends, SharedObjects shared) {
         this.host = host;
+        this.shared = shared;
         this.frontends = List.copyOf(frontends);
     }
 
@@ -59,13 +107,26 @@ public final class Server implements AutoCloseable {
      * closed, then the host, and the failure is thrown: nothing is left running.
      */
     public static Server start(BackplaneHost host, List<FrontendSpec> specs) {
+        return start(host, specs, io.backplane.spi.host.RequestTracer.NONE);
+    }
+
+    /**
+     * As {@link #start(BackplaneHost, List)}, the frontends tracing requests with {@code tracer}
+     * (Triton's trace extension); the server closes it last when it is {@link AutoCloseable}.
+     */
+    public static Server start(BackplaneHost host, List<FrontendSpec> specs, io.backplane.spi.host.RequestTracer tracer) {
         requireNonNull(host, "host is null");
+        requireNonNull(tracer, "tracer is null");
         List<Running> started = new ArrayList<>();
+        SharedObjects shared = new SharedObjects();
+        if (tracer instanceof AutoCloseable c) {
+            shared.last = c; // flushed after the frontends, so the last requests' spans are exported
+        }
         try {
             for (FrontendSpec spec : specs) {
                 Frontend f;
                 try {
-                    f = requireNonNull(spec.factory().create(new Context(host, spec.options())), "frontend factory returned null");
+                    f = requireNonNull(spec.factory().create(new Context(host, spec.options(), LOGS, shared, tracer)), "frontend factory returned null");
                 } catch (Exception | LinkageError e) {
                     throw new BackplaneException(ErrorCode.INTERNAL, "frontend '" + spec.name() + "' could not be created with options "
                             + spec.options() + ": " + Main.Failures.describe(e), e);
@@ -85,6 +146,7 @@ public final class Server implements AutoCloseable {
             for (int i = started.size() - 1; i >= 0; i--) {
                 closeQuietly(started.get(i).name(), started.get(i).frontend());
             }
+            shared.close();
             try {
                 host.close();
             } catch (RuntimeException suppressed) {
@@ -92,7 +154,7 @@ public final class Server implements AutoCloseable {
             }
             throw e;
         }
-        return new Server(host, started);
+        return new Server(host, started, shared);
     }
 
     private static void closeQuietly(String name, Frontend f) {
@@ -165,6 +227,7 @@ public final class Server implements AutoCloseable {
                     Thread.currentThread().interrupt();
                 }
             }
+            shared.close(); // after every frontend: no request holds a shared region any more
             log.info("stopped in {} ms", (System.nanoTime() - t0) / 1_000_000);
         } finally {
             closed.countDown();

@@ -15,10 +15,12 @@ import io.backplane.core.testing.ScriptedBackend;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.host.ResponseObserver;
+import io.backplane.testkit.Await;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -212,11 +214,7 @@ class ServeCommandTest {
 
         Thread closer = Thread.ofPlatform().start(server::close);
         // the frontend closes beside the host, which stops admitting and drains
-        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        while (!fake("http").closed && System.nanoTime() < end) {
-            Thread.sleep(5);
-        }
-        assertTrue(fake("http").closed);
+        Await.until(() -> fake("http").closed, Duration.ofSeconds(30), "the http frontend to close beside the host");
         closing.countDown();
 
         assertEquals(42L, ScriptedBackend.tagOf(slow.get(30, TimeUnit.SECONDS)), "in-flight request drained");

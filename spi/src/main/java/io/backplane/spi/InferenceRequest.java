@@ -33,11 +33,13 @@ public final class InferenceRequest {
     private final int priority;
     private final long timeoutMicros;
     private final String correlationId;
+    private final RequestTrace trace;
     private final boolean correlationIdIsNumber;
     private final int flags;
     private final Map<String, Integer> classifications;
 
     private InferenceRequest(Builder b) {
+        this.trace = b.trace;
         this.modelName = b.modelName;
         this.modelVersion = b.modelVersion;
         this.id = b.id;
@@ -65,7 +67,7 @@ public final class InferenceRequest {
     /** A builder starting from this request's values. */
     public Builder toBuilder() {
         Builder b = new Builder(modelName).version(modelVersion).id(id).priority(priority).timeoutMicros(timeoutMicros)
-                .flags(flags);
+                .flags(flags).trace(trace);
         if (correlationIdIsNumber) {
             b.correlationId(Long.parseUnsignedLong(correlationId));
         } else {
@@ -126,6 +128,11 @@ public final class InferenceRequest {
         return timeoutMicros;
     }
 
+    /** The trace this request is recorded in; {@link RequestTrace#NONE} when it is not traced. */
+    public RequestTrace trace() {
+        return trace;
+    }
+
     /**
      * Sequence correlation id; empty when none. A numeric id (Triton's uint64 kind) reads as its
      * unsigned decimal text, see {@link #correlationIdIsNumber()}.
@@ -184,6 +191,7 @@ public final class InferenceRequest {
         private int priority;
         private long timeoutMicros;
         private String correlationId = "";
+        private RequestTrace trace = RequestTrace.NONE;
         private boolean correlationIdIsNumber;
         private int flags;
         private final Map<String, Integer> classifications = new LinkedHashMap<>();
@@ -308,6 +316,12 @@ public final class InferenceRequest {
         /** Sets or clears {@link #SEQUENCE_END}. */
         public Builder sequenceEnd(boolean end) {
             flags = end ? flags | SEQUENCE_END : flags & ~SEQUENCE_END;
+            return this;
+        }
+
+        /** The trace the host records this request in (Triton's trace extension); {@link RequestTrace#NONE} by default. */
+        public Builder trace(RequestTrace trace) {
+            this.trace = requireNonNull(trace, "trace is null");
             return this;
         }
 

@@ -4,27 +4,19 @@ import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.batch.Batcher;
 import io.backplane.spi.batch.BatcherContext;
 import io.backplane.spi.batch.BatcherFactory;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.locks.Condition;
-import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * The {@link ModelHarness}'s batcher for {@code exactBatches()}: one request per batch, in arrival
  * order, except while {@link ModelHarness#batch} waits for its requests: then it holds requests until
  * that many are queued and hands exactly those to one instance as one batch.
  */
-final class HarnessBatcher implements Batcher {
+final class HarnessBatcher extends GatedBatcher {
     static final String NAME = "testkit-harness";
 
-    private final ReentrantLock lock = new ReentrantLock();
-    private final Condition changed = lock.newCondition();
-    private final ArrayDeque<ScheduledRequest> queue = new ArrayDeque<>();
     private int target = 1;
     private long batchesTaken;
-    private boolean closed;
 
     /** One factory per harness; it remembers the batcher the core created for the model. */
     static final class Factory implements BatcherFactory {
@@ -89,82 +81,19 @@ final class HarnessBatcher implements Batcher {
     }
 
     @Override
-    public void enqueue(ScheduledRequest request) {
-        lock.lock();
-        try {
-            queue.add(request);
-            changed.signalAll();
-        } finally {
-            lock.unlock();
-        }
+    int target() {
+        return target;
     }
 
+    /** Exactly the awaited number of requests, in arrival order; counts the batch and wakes {@link #awaitTaken}. */
     @Override
-    public List<ScheduledRequest> nextBatch(int maxBatchSize, long timeout, TimeUnit unit) throws InterruptedException {
-        long left = unit.toNanos(timeout);
-        lock.lock();
-        try {
-            while (!closed && queue.size() < target) {
-                if (left <= 0) {
-                    return List.of();
-                }
-                left = changed.awaitNanos(left);
-            }
-            if (closed) {
-                return List.of();
-            }
-            List<ScheduledRequest> out = new ArrayList<>(target);
-            for (int i = 0; i < target; i++) {
-                out.add(queue.poll());
-            }
-            batchesTaken++;
-            changed.signalAll();
-            return out;
-        } finally {
-            lock.unlock();
+    List<ScheduledRequest> take(int maxBatchSize) {
+        List<ScheduledRequest> out = new ArrayList<>(target);
+        for (int i = 0; i < target; i++) {
+            out.add(queue.poll());
         }
-    }
-
-    @Override
-    public void cancelled(ScheduledRequest request) {
-        lock.lock();
-        try {
-            queue.remove(request);
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    @Override
-    public List<ScheduledRequest> drain() {
-        lock.lock();
-        try {
-            List<ScheduledRequest> out = List.copyOf(queue);
-            queue.clear();
-            return out;
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    @Override
-    public int queued() {
-        lock.lock();
-        try {
-            return queue.size();
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    @Override
-    public void close() {
-        lock.lock();
-        try {
-            closed = true;
-            changed.signalAll();
-        } finally {
-            lock.unlock();
-        }
+        batchesTaken++;
+        changed.signalAll();
+        return out;
     }
 }

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.platform.engine.discovery.DiscoverySelectors.selectMethod;
 
+import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.regex.Pattern;
@@ -23,14 +24,12 @@ class KitCatchesBrokenBackendsTest {
     private static final Pattern REQUEST = Pattern.compile("request #\\d+ \\(tag \\d+\\)");
 
     @AfterEach
-    void releaseBlockedToyThreads() throws InterruptedException {
+    void releaseBlockedToyThreads() {
         ToyBackend.release.countDown();
         ToyBackend.release = new CountDownLatch(1);
-        long end = System.nanoTime() + 10_000_000_000L;
-        while (System.nanoTime() < end && Thread.getAllStackTraces().keySet().stream()
-                .anyMatch(t -> t.isAlive() && (t.getName().startsWith("toy-") || t.getName().startsWith("backplane-")))) {
-            Thread.sleep(10);
-        }
+        Await.until(() -> Thread.getAllStackTraces().keySet().stream()
+                .noneMatch(t -> t.isAlive() && (t.getName().startsWith("toy-") || t.getName().startsWith("backplane-"))),
+                Duration.ofSeconds(10), "the toy's and the host's threads to end once released");
     }
 
     /** Runs one check of {@code testClass} and returns the message it failed with. */

@@ -42,7 +42,9 @@ import java.util.stream.Stream;
  * gunicorn; DJL runs offline with that interpreter.
  *
  * <p>Options: {@code --rounds N} (default 2; the table shows the median), {@code --seconds S}
- * per measurement (default 5), {@code --peers backplane,djl,flask}, {@code --python PATH}.
+ * per measurement (default 5), {@code --peers backplane,djl,flask}, {@code --python PATH},
+ * {@code --cases TEXT} (only the cases whose name contains TEXT), {@code --spin-us N} (the python
+ * backend's {@code spin_us} parameter; its default otherwise).
  */
 public final class PeersBenchmark {
     private static final int SMALL = 4;
@@ -81,6 +83,8 @@ public final class PeersBenchmark {
     record Result(double p50us, double p90us, double p99us, double meanUs, double perSecond) {
     }
 
+    private static volatile String spinMicros; // null: the backend's default
+
     private PeersBenchmark() {
     }
 
@@ -101,10 +105,15 @@ public final class PeersBenchmark {
                 throw new IllegalArgumentException("--peers: unknown peer '" + p + "'; use backplane, djl and/or flask");
             }
         }
+        String only = opts.getOrDefault("--cases", "");
+        spinMicros = opts.get("--spin-us");
         Path work = Files.createTempDirectory("bp-peers");
         try {
             Map<String, Map<String, List<Result>>> results = new LinkedHashMap<>();
             for (Case c : CASES) {
+                if (!c.name().contains(only)) {
+                    continue;
+                }
                 for (int round = 0; round < rounds; round++) {
                     for (String p : peers) {
                         System.err.printf(Locale.ROOT, "[%s] %s, round %d%n", p, c.name(), round + 1);
@@ -226,7 +235,10 @@ public final class PeersBenchmark {
         System.out.println(head);
         System.out.println(rule);
         for (Case c : CASES) {
-            Map<String, List<Result>> byPeer = results.getOrDefault(c.name(), Map.of());
+            Map<String, List<Result>> byPeer = results.get(c.name());
+            if (byPeer == null) {
+                continue; // not measured (--cases)
+            }
             List<String> figures = c.latency() ? List.of("p50 µs", "p90 µs", "p99 µs", "mean µs", "calls/s") : List.of("calls/s");
             for (String f : figures) {
                 StringBuilder row = new StringBuilder("| " + c.name() + " | " + f + " |");
@@ -322,7 +334,9 @@ public final class PeersBenchmark {
                     instance_group [ { kind: KIND_CPU count: %d } ]
                     parameters { key: "python_interpreter" value: { string_value: "%s" } }
                     %s
-                    """.formatted(c.instances(), python, c.batching() ? "dynamic_batching { }" : ""));
+                    %s
+                    """.formatted(c.instances(), python, c.batching() ? "dynamic_batching { }" : "",
+                    spinMicros == null ? "" : "parameters { key: \"spin_us\" value: { string_value: \"" + spinMicros + "\" } }"));
             BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.NONE).build();
             return new BackplanePeer(host, repo);
         }

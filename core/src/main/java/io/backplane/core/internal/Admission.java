@@ -12,6 +12,8 @@ import io.backplane.spi.host.ModelState;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -39,6 +41,7 @@ import org.jspecify.annotations.Nullable;
  * this order; {@link ModelVersion} moves it.
  */
 final class Admission implements RequestState.Hold {
+    private static final Logger log = LoggerFactory.getLogger(Admission.class);
     private final String name;
     private final long version;
     private final ModelConfig config;
@@ -59,6 +62,8 @@ final class Admission implements RequestState.Hold {
     private @Nullable EnsembleScheduler ensemble;
     /** The host's response cache when this model uses it, else null. */
     private final @Nullable ResponseCache cache;
+    /** This load's number in the response cache (its keys and entries); 0 without a cache. */
+    private final long cacheLoad;
 
     Admission(String name, long version, ModelConfig config, HostContext host, @Nullable ResponseOrder order, Classification classes) {
         this.name = requireNonNull(name, "name is null");
@@ -67,6 +72,7 @@ final class Admission implements RequestState.Hold {
         this.host = requireNonNull(host, "host is null");
         this.origin = new RequestState.Origin(name, version, config, this, order, host, classes);
         this.cache = ResponseCache.enabledFor(config) ? host.responseCache() : null;
+        this.cacheLoad = cache == null ? 0 : cache.newLoad();
         this.defaultQueueBound = setsQueueSize(config) ? 0 : host.limits().defaultMaxQueueSize();
     }
 
@@ -100,19 +106,19 @@ final class Admission implements RequestState.Hold {
      * the idle instances in {@code callerRuns} on the calling thread; ensemble steps may run on
      * {@code steps} from a thread with a {@link StepTrampoline}. LOADING → READY.
      */
-    void open(BatchGuard queue, List<InstanceSlot> callerRuns, List<InstanceSlot> steps) {
+    void open(BatchGuard queue, List<InstanceSlot> callerRuns, List<InstanceSlot> steps, long loadNanos) {
         this.queue = requireNonNull(queue, "queue is null");
         this.inline = List.copyOf(callerRuns);
         this.stepSlots = List.copyOf(steps);
         state.set(ModelState.READY);
-        host.listener().versionLoaded(name, version);
+        host.listener().versionLoaded(name, version, loadNanos);
     }
 
     /** Starts admitting to an ensemble: requests start at once in {@code scheduler}. LOADING → READY. */
-    void openEnsemble(EnsembleScheduler scheduler) {
+    void openEnsemble(EnsembleScheduler scheduler, long loadNanos) {
         this.ensemble = requireNonNull(scheduler, "scheduler is null");
         state.set(ModelState.READY);
-        host.listener().versionLoaded(name, version);
+        host.listener().versionLoaded(name, version, loadNanos);
     }
 
     /** READY → UNLOADING: from now on new requests are refused. False when the version was not READY. */
@@ -123,6 +129,9 @@ final class Admission implements RequestState.Hold {
     /** The version serves no more (unloaded, or its load failed). */
     void closed() {
         state.set(ModelState.UNAVAILABLE);
+        if (cache != null) {
+            cache.drop(cacheLoad);
+        }
     }
 
     /**
@@ -198,7 +207,7 @@ final class Admission implements RequestState.Hold {
 
     /** Looks {@code r} up in the response cache: a hit ends it at once; a miss marks it to be stored when it succeeds. */
     private boolean answeredFromCache(ResponseCache c, RequestState r) {
-        ResponseCache.Key key = ResponseCache.key(name, version, r.request());
+        ResponseCache.Key key = ResponseCache.key(name, version, cacheLoad, r.request());
         if (key == null) {
             return false;
         }
@@ -207,7 +216,7 @@ final class Admission implements RequestState.Hold {
         long now = host.ticker().nanoTime();
         host.listener().cacheLookup(name, version, hit != null, now - start);
         if (hit == null) {
-            r.storeOnSuccess(c, key);
+            r.storeOnSuccess(c, key, cacheLoad);
             return false;
         }
         if (r.tryDispatch(now)) {
@@ -241,6 +250,11 @@ final class Admission implements RequestState.Hold {
         long queued = dispatched == 0 ? end - r.arrivalNanos() : dispatched - r.arrivalNanos();
         long compute = dispatched == 0 ? 0 : end - dispatched;
         host.listener().requestEnded(name, version, outcome, Math.max(0, queued), Math.max(0, compute));
+        try {
+            r.request().trace().timings(name, version, Math.max(0, queued), Math.max(0, compute), outcome == Outcome.SUCCESS);
+        } catch (RuntimeException e) {
+            log.warn("the request trace of model '{}' failed", name, e);
+        }
         if (state.get() == ModelState.UNLOADING && open.isEmpty()) {
             synchronized (drained) {
                 drained.notifyAll();

@@ -58,6 +58,13 @@ final class ChildRequests {
             open.add(link);
         }
         try {
+            if (request.trace() == io.backplane.spi.RequestTrace.NONE) {
+                // A BLS step is traced as a child of its parent's trace (no-op when the parent is not traced).
+                io.backplane.spi.RequestTrace t = parent.request().trace().child(request.modelName());
+                if (t != io.backplane.spi.RequestTrace.NONE) {
+                    request = request.toBuilder().trace(t).build();
+                }
+            }
             ModelRegistry registry = host.registry();
             RequestState child;
             for (int attempt = 0;; attempt++) {

@@ -26,9 +26,9 @@ import java.util.Map;
 /**
  * Triton's classification extension: an output requested with a class count is answered as a
  * BYTES tensor of {@code "<value>:<index>[:<label>]"} strings, the top classes of each batch item,
- * highest value first, the label taken from the output's {@code label_filename} (one label per
- * line, read once at load from the model directory). Applied by the core to the response a
- * client receives, so every frontend answers the same.
+ * highest value first (ties by lower index, NaN last), the label taken from the output's
+ * {@code label_filename} (one label per line, read once at load from the model directory).
+ * Applied by the core to the response a client receives, so every frontend answers the same.
  */
 final class Classification {
     static final Classification NONE = new Classification(Map.of());
@@ -151,8 +151,11 @@ final class Classification {
                 order[i] = i;
                 values[i] = value(t.dataType(), data, base + i);
             }
+            // Highest first, ties by index; NaN is no score at all, so it ranks last (Double.compare puts it above +inf).
             java.util.Arrays.sort(order, (x, y) -> {
-                int c = Double.compare(values[y], values[x]);
+                boolean nx = Double.isNaN(values[x]);
+                boolean ny = Double.isNaN(values[y]);
+                int c = nx || ny ? Boolean.compare(nx, ny) : Double.compare(values[y], values[x]);
                 return c != 0 ? c : Integer.compare(x, y);
             });
             for (int r = 0; r < k; r++) {

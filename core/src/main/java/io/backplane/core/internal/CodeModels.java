@@ -55,6 +55,11 @@ public final class CodeModels implements ModelSource {
     }
 
     @Override
+    public @org.jspecify.annotations.Nullable Path directory(String name) {
+        return defined.containsKey(name) ? null : repository.directory(name);
+    }
+
+    @Override
     public Map<String, String> fingerprints() {
         Map<String, String> out = new LinkedHashMap<>(repository.fingerprints());
         defined.forEach((n, d) -> out.put(n, d.fingerprint()));

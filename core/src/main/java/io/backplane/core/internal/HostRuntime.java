@@ -122,10 +122,16 @@ public final class HostRuntime {
         RuntimeException failure = null;
         ScheduledExecutorService p = poller;
         if (p != null) {
-            p.shutdownNow();
+            // No interrupt first: a poll that is reloading a model finishes unloading the old version
+            // (an interrupted unload would skip closing its instances); only one that overruns the
+            // unload deadline is interrupted.
+            p.shutdown();
             try {
-                p.awaitTermination(options.unloadTimeout().toMillis(), TimeUnit.MILLISECONDS);
+                if (!p.awaitTermination(options.unloadTimeout().toMillis(), TimeUnit.MILLISECONDS)) {
+                    p.shutdownNow();
+                }
             } catch (InterruptedException e) {
+                p.shutdownNow();
                 Thread.currentThread().interrupt();
             }
         }

@@ -43,6 +43,16 @@ final class Listeners implements HostListener {
     }
 
     @Override
+    public void versionLoaded(String model, long version, long loadNanos) {
+        each(l -> l.versionLoaded(model, version, loadNanos));
+    }
+
+    @Override
+    public void versionUnloaded(String model, long version) {
+        each(l -> l.versionUnloaded(model, version));
+    }
+
+    @Override
     public void requestAccepted(String model, long version) {
         each(l -> l.requestAccepted(model, version));
     }

@@ -16,6 +16,8 @@ import io.backplane.spi.host.RequestHandle;
 import io.backplane.spi.config.EnsembleScheduling;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.config.TensorConfig;
+import io.backplane.spi.host.LoadOverride;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -43,6 +45,7 @@ public final class ModelRegistry {
     private final HostContext host;
     private final UnaryOperator<ModelConfig> validator;
     private final Map<String, Entry> entries = new ConcurrentHashMap<>();
+    private final LoadOverrides overrides;
 
     private static final class Entry {
         final String name;
@@ -57,6 +60,8 @@ public final class ModelRegistry {
         boolean cancelled;
         /** The last load failed and nothing serves: the model counts against strict readiness. */
         volatile boolean failed;
+        /** The private folder of the files the serving versions were loaded from (a load with files), removed when they unload. */
+        @org.jspecify.annotations.Nullable Path overrideFolder;
 
         Entry(String name) {
             this.name = name;
@@ -68,6 +73,7 @@ public final class ModelRegistry {
         this.plugins = requireNonNull(plugins, "plugins is null");
         this.host = requireNonNull(host, "host is null");
         this.validator = requireNonNull(validator, "validator is null");
+        this.overrides = new LoadOverrides(plugins);
         host.registry(this);
     }
 
@@ -82,6 +88,14 @@ public final class ModelRegistry {
      * @throws BackplaneException the reason the load failed; the old versions keep serving
      */
     public void load(String name) {
+        load(name, LoadOverride.NONE);
+    }
+
+    /**
+     * As {@link #load(String)}, from {@code override}'s config and files instead of the repository's
+     * (see {@link LoadOverride}). A bad override is refused before anything changes.
+     */
+    public void load(String name, LoadOverride override) {
         Entry e = entries.computeIfAbsent(name, Entry::new);
         e.lock.lock();
         e.loading = true;
@@ -89,18 +103,32 @@ public final class ModelRegistry {
             e.loader = Thread.currentThread();
             e.cancelled = false;
         }
+        @org.jspecify.annotations.Nullable Path created = null;
         try {
             ModelSource.Definition def;
-            try {
-                def = source.read(name);
-            } catch (BackplaneException ex) {
-                if (ex.code() == ErrorCode.NOT_FOUND && e.versions.isEmpty()) {
-                    entries.remove(name, e); // an unknown name leaves no trace in the index
+            if (!override.isEmpty()) {
+                try {
+                    LoadOverrides.Defined d = overrides.define(name, override, source.directory(name));
+                    def = d.definition();
+                    created = d.folder();
+                } catch (BackplaneException ex) {
+                    if (e.versions.isEmpty() && !e.failed && !source.modelNames().contains(name)) {
+                        entries.remove(name, e); // a refused override of a model never loaded leaves no trace
+                    }
                     throw ex;
                 }
-                e.lastError = ex.getMessage();
-                e.failed = e.versions.isEmpty();
-                throw ex;
+            } else {
+                try {
+                    def = source.read(name);
+                } catch (BackplaneException ex) {
+                    if (ex.code() == ErrorCode.NOT_FOUND && e.versions.isEmpty()) {
+                        entries.remove(name, e); // an unknown name leaves no trace in the index
+                        throw ex;
+                    }
+                    e.lastError = ex.getMessage();
+                    e.failed = e.versions.isEmpty();
+                    throw ex;
+                }
             }
             List<ModelVersion> loaded = new ArrayList<>();
             try {
@@ -134,6 +162,7 @@ public final class ModelRegistry {
                 for (ModelVersion v : loaded) {
                     v.unload(host.unloadTimeout());
                 }
+                LoadOverrides.delete(created);
                 if (interrupted) {
                     Thread.currentThread().interrupt();
                 }
@@ -158,9 +187,12 @@ public final class ModelRegistry {
             e.fingerprint = def.fingerprint();
             e.lastError = "";
             e.failed = false;
+            Path oldFolder = e.overrideFolder;
+            e.overrideFolder = created;
             for (ModelVersion v : old.values()) {
                 v.unload(host.unloadTimeout(), true); // the new versions serve already: let the old ones finish their queue
             }
+            LoadOverrides.delete(oldFolder);
         } finally {
             synchronized (e) {
                 e.loader = null;
@@ -272,6 +304,8 @@ public final class ModelRegistry {
             for (ModelVersion v : old.values()) {
                 v.unload(host.unloadTimeout());
             }
+            LoadOverrides.delete(e.overrideFolder);
+            e.overrideFolder = null;
         } finally {
             e.lock.unlock();
         }
@@ -465,6 +499,19 @@ public final class ModelRegistry {
 
     /** Unloads everything, models in parallel so the total stays within one deadline (L10). */
     public void unloadAll() {
+        try {
+            unloadEveryModel();
+        } finally {
+            overrides.close();
+        }
+    }
+
+    /** The private folder of load files, null before the first load with files (for tests). */
+    public @org.jspecify.annotations.Nullable Path loadFilesRoot() {
+        return overrides.root();
+    }
+
+    private void unloadEveryModel() {
         List<Thread> threads = new ArrayList<>();
         for (String n : List.copyOf(entries.keySet())) {
             threads.add(Thread.ofPlatform().name("backplane-unload-" + n).start(() -> {
@@ -481,6 +528,21 @@ public final class ModelRegistry {
             } catch (InterruptedException ex) {
                 Thread.currentThread().interrupt();
                 return;
+            }
+        }
+    }
+
+    /** Tells {@code listener} about every version now serving, with its load time (a listener added late). */
+    public void replayLoaded(io.backplane.spi.host.HostListener listener) {
+        for (Entry e : entries.values()) {
+            for (ModelVersion v : e.versions.values()) {
+                if (v.state() == ModelState.READY) {
+                    try {
+                        listener.versionLoaded(e.name, v.version(), v.loadNanos());
+                    } catch (RuntimeException ex) {
+                        log.warn("host listener {} failed on versionLoaded", listener.getClass().getName(), ex);
+                    }
+                }
             }
         }
     }

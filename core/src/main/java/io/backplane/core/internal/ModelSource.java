@@ -18,6 +18,11 @@ public interface ModelSource {
      */
     Definition read(String name);
 
+    /** The repository folder of model {@code name}, without reading its config; null when it has none (unknown, defined in code). */
+    default @org.jspecify.annotations.Nullable Path directory(String name) {
+        return null;
+    }
+
     /** name → fingerprint of everything that defines the model, for poll-mode change detection. */
     Map<String, String> fingerprints();
 

@@ -51,6 +51,8 @@ final class ModelVersion {
     /** An ensemble's scheduler, in place of model, batcher and instances; null for other models. */
     private @Nullable EnsembleScheduler ensemble;
     private volatile String unavailableReason = "";
+    /** How long the load took (backend model, batcher, instances), for listeners added later. */
+    private long loadNanos;
     private final ChildRequests.SelfCalls selfCalls = new ChildRequests.SelfCalls();
     /** The custom metrics handed out through {@link VersionContext#metrics()}; closed when the version goes. */
     private final CustomMetrics.Scope metrics;
@@ -91,6 +93,7 @@ final class ModelVersion {
      */
     public static ModelVersion load(String name, long version, ModelConfig config, Path modelDirectory, Backend backend,
             BackendContext backendContext, BatcherFactory batcherFactory, HostContext host) {
+        long started = System.nanoTime();
         long executeTimeout = executeTimeout(config);
         Classification classes = Classification.load(config, modelDirectory);
         List<Warmup.Sample> warmup = Warmup.samples(config, modelDirectory);
@@ -136,7 +139,8 @@ final class ModelVersion {
             }
             throw BackplaneException.wrap(t, "model '" + name + "' version " + version + " failed to load");
         }
-        v.admission.open(requireNonNull(v.batches), callerRuns, stepSlots);
+        v.loadNanos = System.nanoTime() - started;
+        v.admission.open(requireNonNull(v.batches), callerRuns, stepSlots, v.loadNanos);
         if (!warmup.isEmpty()) {
             // Before the registry publishes the version: no client sees it ready until its warm-up ran.
             try {
@@ -180,6 +184,7 @@ final class ModelVersion {
      */
     static ModelVersion loadEnsemble(String name, long version, ModelConfig config, Path modelDirectory, EnsemblePlan plan,
             java.util.function.BooleanSupplier composingReady, HostContext host) {
+        long started = System.nanoTime();
         Classification classes = Classification.load(config, modelDirectory);
         List<Warmup.Sample> warmup = Warmup.samples(config, modelDirectory);
         CustomMetrics.Scope metrics = host.customMetrics().scope("model '" + name + "' version " + version);
@@ -207,7 +212,8 @@ final class ModelVersion {
         ModelVersion v = new ModelVersion(new VersionContext(name, version, config, modelDirectory, none, metrics), metrics, host, classes);
         EnsembleScheduler scheduler = new EnsembleScheduler(plan, composingReady, host);
         v.ensemble = scheduler;
-        v.admission.openEnsemble(scheduler);
+        v.loadNanos = System.nanoTime() - started;
+        v.admission.openEnsemble(scheduler, v.loadNanos);
         if (!warmup.isEmpty()) {
             try {
                 Warmup.run(name, warmup, v::admit); // through the steps: the composing models warm up too
@@ -246,6 +252,11 @@ final class ModelVersion {
 
     public String name() {
         return context.name();
+    }
+
+    /** How long this version took to load, in nanoseconds. */
+    public long loadNanos() {
+        return loadNanos;
     }
 
     public long version() {
@@ -367,6 +378,7 @@ final class ModelVersion {
         releaseInstances();
         admission.closed();
         unavailableReason = "unloaded";
+        host.listener().versionUnloaded(name, version);
         log.info("unloaded model '{}' version {}", name, version);
     }
 

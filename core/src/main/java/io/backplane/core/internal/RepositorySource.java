@@ -27,6 +27,11 @@ public final class RepositorySource implements ModelSource {
     }
 
     @Override
+    public @org.jspecify.annotations.Nullable Path directory(String name) {
+        return repository.directory(name);
+    }
+
+    @Override
     public Map<String, String> fingerprints() {
         return repository.fingerprints();
     }

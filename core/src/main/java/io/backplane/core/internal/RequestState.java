@@ -100,6 +100,7 @@ final class RequestState implements ScheduledRequest, ResponseSender {
     /** Set on a response-cache miss: where the successful response is stored. */
     private volatile @Nullable ResponseCache cache;
     private volatile ResponseCache.@Nullable Key cacheKey;
+    private volatile long cacheLoad;
 
     RequestState(long id, InferenceRequest request, Origin origin, ResponseSink sink, int batchSize, int priorityLevel, long arrivalNanos) {
         this.id = id;
@@ -337,8 +338,9 @@ final class RequestState implements ScheduledRequest, ResponseSender {
     }
 
     /** Marks this request to have its successful response stored in {@code c} under {@code key}. */
-    void storeOnSuccess(ResponseCache c, ResponseCache.Key key) {
+    void storeOnSuccess(ResponseCache c, ResponseCache.Key key, long load) {
         cacheKey = key;
+        cacheLoad = load;
         cache = c;
     }
 
@@ -350,7 +352,7 @@ final class RequestState implements ScheduledRequest, ResponseSender {
         }
         long start = origin.host().ticker().nanoTime();
         try {
-            if (c.insert(key, response)) {
+            if (c.insert(key, cacheLoad, response)) {
                 origin.host().listener().cacheInserted(origin.model(), origin.version(), origin.host().ticker().nanoTime() - start);
             }
         } catch (RuntimeException e) {

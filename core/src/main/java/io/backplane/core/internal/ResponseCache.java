@@ -20,6 +20,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -29,9 +30,11 @@ import org.jspecify.annotations.Nullable;
  * decoupled models, models with {@code sequence_batching}, or requests that carry a correlation
  * id (their answers depend on state outside the request).
  *
- * <p>The key is a SHA-256 digest of the model name and version, every input (name, datatype,
- * shape, bytes) in name order, the requested outputs and classifications, and the request
- * parameters. Stored tensors are private heap copies, and every hit hands out fresh copies, so a
+ * <p>The key is a SHA-256 digest of the model name and version, the load it was made by (a
+ * reloaded version, whose files may have changed, never sees its predecessor's answers), every
+ * input (name, datatype, shape, bytes) in name order, the requested outputs and classifications,
+ * and the request parameters (each name, value type and value, length-prefixed). When a loaded
+ * version closes its entries are dropped ({@link #drop}). Stored tensors are private heap copies, and every hit hands out fresh copies, so a
  * response in the cache never aliases memory a backend, frontend or client can change.
  *
  * <p>Thread-safe: one lock guards the map; digests and copies are made outside it.
@@ -39,6 +42,7 @@ import org.jspecify.annotations.Nullable;
 public final class ResponseCache {
     private final long capacityBytes;
     private final LinkedHashMap<Key, Entry> entries = new LinkedHashMap<>(16, 0.75f, true);
+    private final AtomicLong loads = new AtomicLong();
     private long usedBytes;
 
     /** A request's cache key. */
@@ -48,7 +52,7 @@ public final class ResponseCache {
     private record Stored(String name, io.backplane.spi.DataType type, long[] shape, byte[] data) {
     }
 
-    private record Entry(List<Stored> outputs, Map<String, Object> parameters, long bytes) {
+    private record Entry(List<Stored> outputs, Map<String, Object> parameters, long bytes, long load) {
     }
 
     /** A cache of at most {@code capacityBytes} bytes of tensor data; 0 turns caching off. */
@@ -69,8 +73,21 @@ public final class ResponseCache {
                 && config.section("response_cache").flatMap(n -> n.value("enable")).map(v -> v.equals("true") || v.equals("1")).orElse(false);
     }
 
-    /** The key of {@code request} to a version, or null when it must not be cached (a sequence request, device memory). */
+    /** A number for one load of a model version, unique in this cache: part of its requests' keys. */
+    long newLoad() {
+        return loads.incrementAndGet();
+    }
+
+    /** The key of {@code request} to a version as loaded the first time, for tests. */
     static @Nullable Key key(String model, long version, InferenceRequest request) {
+        return key(model, version, 0, request);
+    }
+
+    /**
+     * The key of {@code request} to load {@code load} ({@link #newLoad}) of a version, or null when
+     * it must not be cached (a sequence request, device memory).
+     */
+    static @Nullable Key key(String model, long version, long load, InferenceRequest request) {
         if (!request.correlationId().isEmpty() || request.parameters().containsKey("sequence_id")) {
             return null;
         }
@@ -81,7 +98,7 @@ public final class ResponseCache {
             throw new IllegalStateException("the JDK has no SHA-256", e);
         }
         text(d, model);
-        d.update(ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(version).array());
+        d.update(ByteBuffer.allocate(16).order(ByteOrder.LITTLE_ENDIAN).putLong(version).putLong(load).array());
         List<Tensor> inputs = new ArrayList<>(request.inputs());
         inputs.sort(Comparator.comparing(Tensor::name));
         for (Tensor t : inputs) {
@@ -102,8 +119,18 @@ public final class ResponseCache {
         for (String o : request.requestedOutputs().stream().sorted().toList()) {
             text(d, o);
         }
-        text(d, new TreeMap<>(request.classifications()).toString());
-        text(d, new TreeMap<>(request.parameters()).toString());
+        text(d, "classifications");
+        for (Map.Entry<String, Integer> c : new TreeMap<>(request.classifications()).entrySet()) {
+            text(d, c.getKey());
+            text(d, c.getValue().toString());
+        }
+        // Each part framed on its own: {a="1, b=2"} and {a="1", b="2"} (or 1 and "1") are different requests.
+        text(d, "parameters");
+        for (Map.Entry<String, Object> p : new TreeMap<>(request.parameters()).entrySet()) {
+            text(d, p.getKey());
+            text(d, p.getValue().getClass().getName());
+            text(d, p.getValue().toString());
+        }
         return new Key(HexFormat.of().formatHex(d.digest()));
     }
 
@@ -137,6 +164,11 @@ public final class ResponseCache {
      * @return whether it was stored
      */
     boolean insert(Key key, InferenceResponse response) {
+        return insert(key, 0, response);
+    }
+
+    /** As {@link #insert(Key, InferenceResponse)}, the entry belonging to load {@code load} of its version. */
+    boolean insert(Key key, long load, InferenceResponse response) {
         if (response.isError()) {
             return false;
         }
@@ -153,7 +185,7 @@ public final class ResponseCache {
         if (bytes > capacityBytes) {
             return false;
         }
-        Entry entry = new Entry(List.copyOf(outputs), response.parameters(), bytes);
+        Entry entry = new Entry(List.copyOf(outputs), response.parameters(), bytes, load);
         synchronized (entries) {
             Entry old = entries.put(key, entry);
             usedBytes += bytes - (old == null ? 0 : old.bytes());
@@ -168,6 +200,20 @@ public final class ResponseCache {
             }
         }
         return true;
+    }
+
+    /** Drops the entries of load {@code load} (its version closed): they can never be hit again. */
+    void drop(long load) {
+        synchronized (entries) {
+            Iterator<Entry> it = entries.values().iterator();
+            while (it.hasNext()) {
+                Entry e = it.next();
+                if (e.load() == load) {
+                    usedBytes -= e.bytes();
+                    it.remove();
+                }
+            }
+        }
     }
 
     /** Bytes held now. */

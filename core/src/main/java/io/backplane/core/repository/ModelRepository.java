@@ -117,6 +117,16 @@ public final class ModelRepository {
     }
 
     /**
+     * The folder of model {@code name} without reading it, or null when no root has it.
+     *
+     * @throws BackplaneException INVALID_ARGUMENT when the name is in more than one root
+     */
+    public @org.jspecify.annotations.Nullable Path directory(String name) {
+        List<Path> dirs = scan().get(name);
+        return dirs == null ? null : single(name, dirs);
+    }
+
+    /**
      * A fingerprint per model, for poll-mode change detection: a hash of the config file's content and
      * of the relative path of every non-hidden file and folder under the model directory, with each
      * file's size and modification time (symbolic links followed). Two equal fingerprints mean nothing poll mode

@@ -53,6 +53,37 @@ class ResponseCacheTest {
     }
 
     @Test
+    void key_framesEachParameter_aValueContainingSeparatorsOrOfAnotherTypeIsAnotherRequest() {
+        ResponseCache.Key two = ResponseCache.key("m", 1, request(1).toBuilder().parameter("a", "1").parameter("b", "2").build());
+        ResponseCache.Key one = ResponseCache.key("m", 1, request(1).toBuilder().parameter("a", "1, b=2").build());
+        assertNotEquals(two, one, "one parameter whose text looks like two is not the same request");
+        assertNotEquals(ResponseCache.key("m", 1, request(1).toBuilder().parameter("n", 1L).build()),
+                ResponseCache.key("m", 1, request(1).toBuilder().parameter("n", "1").build()), "an INT64 1 is not the string \"1\"");
+        assertNotEquals(ResponseCache.key("m", 1, request(1).toBuilder().requestClassification("a", 1).requestClassification("b", 2).build()),
+                ResponseCache.key("m", 1, request(1).toBuilder().requestClassification("a", 12).build()));
+    }
+
+    @Test
+    void key_ofAnotherLoadOfTheSameVersion_differs_andDropFreesItsEntriesOnly() {
+        ResponseCache cache = new ResponseCache(1 << 20);
+        long first = cache.newLoad();
+        long second = cache.newLoad();
+        ResponseCache.Key a = ResponseCache.key("m", 1, first, request(1));
+        ResponseCache.Key b = ResponseCache.key("m", 1, second, request(1));
+        assertNotEquals(a, b, "a reloaded version must not see its predecessor's answers");
+        assertTrue(cache.insert(a, first, response(4)));
+        assertTrue(cache.insert(b, second, response(8)));
+        long bBytes = cache.usedBytes() - (16 + 64);
+
+        cache.drop(first);
+
+        assertNull(cache.lookup(a));
+        assertNotNull(cache.lookup(b));
+        assertEquals(1, cache.size());
+        assertEquals(bBytes, cache.usedBytes(), "the dropped entry's bytes are given back");
+    }
+
+    @Test
     void lookup_handsOutFreshCopies_thatNeitherTheBackendNorTheClientCanChange() {
         ResponseCache cache = new ResponseCache(1 << 20);
         ResponseCache.Key key = ResponseCache.key("m", 1, request(1));

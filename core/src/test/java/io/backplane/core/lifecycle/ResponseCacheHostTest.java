@@ -135,6 +135,41 @@ class ResponseCacheHostTest {
         assertEquals(0, h.openRequests());
     }
 
+    /** A reload may bring new weights under the same version: the first answer must not outlive it. */
+    @Test
+    void reloadedVersion_sameRequest_isAnsweredByTheNewLoadNotTheCache() throws Exception {
+        Path dir = Files.createDirectories(repo.resolve("r"));
+        Files.writeString(dir.resolve("config.pbtxt"), """
+                name: "r"
+                backend: "scripted"
+                input [ { name: "IN" data_type: TYPE_FP32 dims: [ 2 ] } ]
+                output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 2 ] } ]
+                response_cache { enable: true }
+                """);
+        Files.createDirectories(dir.resolve("1"));
+        // What the model computes depends on which load it is (as new weights would): ×2 first, ×3 after the reload.
+        backend.on("r", (batch, inst) -> {
+            float factor = 1 + backend.modelsLoaded.get();
+            for (ScheduledRequest r : batch) {
+                executed.incrementAndGet();
+                float[] in = r.request().input("IN").toFloatArray();
+                r.sender().sendFinal(InferenceResponse.of(List.of(Tensor.ofFloats("OUT", new long[] {2}, in[0] * factor, in[1] * factor))));
+            }
+        });
+        host = BackplaneHost.builder().backend(backend).modelRepository(repo).modelControlMode(ModelControlMode.EXPLICIT).responseCache(1 << 20)
+                .build();
+        host.load("r");
+        assertArrayEquals(new float[] {2, 4}, infer(host, "r", 1, 2));
+        assertArrayEquals(new float[] {2, 4}, infer(host, "r", 1, 2));
+        assertEquals(1, executed.get());
+
+        host.unload("r");
+        host.load("r");
+
+        assertArrayEquals(new float[] {3, 6}, infer(host, "r", 1, 2), "the reloaded version answers, not the cache of the old one");
+        assertEquals(2, executed.get());
+    }
+
     @Test
     void cacheExclusions_modelWithoutTheField_requestWithACorrelationId_hostWithoutACache() throws Exception {
         model("plain", "");

@@ -195,6 +195,23 @@ class WarmupClassificationTest {
     }
 
     @Test
+    void classification_nanScoresRankLast_tiesByLowerIndex() throws Exception {
+        model("n", """
+                input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]
+                output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
+                """);
+        recordAndEcho("n");
+        BackplaneHost h = explicitHost();
+        h.load("n");
+
+        InferenceResponse r = h.infer(InferenceRequest.builder("n").input(Tensor.ofFloats("IN", new long[] {4}, Float.NaN, 0.5f, 0.9f, 0.5f))
+                .requestClassification("OUT", 3).build()).get(10, TimeUnit.SECONDS);
+
+        assertEquals(List.of("0.900000:2", "0.500000:1", "0.500000:3"), r.output("OUT").toStringList(),
+                "a NaN score is not the top class; equal scores keep index order");
+    }
+
+    @Test
     void classification_ofANonNumericOutput_isRefusedBeforeQueueing_andAMissingLabelFileFailsTheLoad() throws Exception {
         model("s", """
                 input [ { name: "IN" data_type: TYPE_STRING dims: [ 1 ] } ]

@@ -12,4 +12,43 @@ public interface FrontendContext {
      * "pick a free one". Never null.
      */
     Map<String, String> options();
+
+    /**
+     * The host's run-time logging control, or null when the host offers none (then the frontends
+     * do not serve the logging extension). The default is null.
+     */
+    default @org.jspecify.annotations.Nullable LogControl logControl() {
+        return null;
+    }
+
+    /**
+     * The host's request tracer (Triton's trace extension); {@link RequestTracer#NONE} (the
+     * default) traces nothing and the frontends then do not serve the extension.
+     */
+    default RequestTracer tracer() {
+        return RequestTracer.NONE;
+    }
+
+    /**
+     * The host-wide object of {@code type}, so that the host's frontends share one (Triton's
+     * system shared-memory regions: one registry for REST and gRPC). The first frontend to ask
+     * creates it with {@code create}; the host closes it after every frontend has closed. The
+     * default shares nothing: it creates one for the caller, which then owns and closes it
+     * ({@link Shared#callerCloses()}).
+     */
+    default <T extends AutoCloseable> Shared<T> shared(Class<T> type, java.util.function.Supplier<T> create) {
+        return new Shared<>(create.get(), true);
+    }
+
+    /**
+     * An object from {@link #shared}.
+     *
+     * @param value the object
+     * @param callerCloses whether the frontend that asked must close it (it was not shared)
+     */
+    record Shared<T extends AutoCloseable>(T value, boolean callerCloses) {
+        public Shared {
+            java.util.Objects.requireNonNull(value, "value is null");
+        }
+    }
 }

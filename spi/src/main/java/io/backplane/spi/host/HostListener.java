@@ -25,6 +25,19 @@ public interface HostListener {
     default void versionLoaded(String model, long version) {
     }
 
+    /**
+     * A model version became ready to serve, {@code loadNanos} after its load began (backend
+     * model, batcher and every instance). The default calls {@link #versionLoaded(String, long)};
+     * the core calls this one.
+     */
+    default void versionLoaded(String model, long version, long loadNanos) {
+        versionLoaded(model, version);
+    }
+
+    /** A model version stopped serving: unloaded, or replaced by a reload, after its requests ended. */
+    default void versionUnloaded(String model, long version) {
+    }
+
     /** A request was accepted and queued. */
     default void requestAccepted(String model, long version) {
     }

@@ -32,6 +32,25 @@ public interface InferenceService {
     /** Loads or reloads a model; returns when it is ready, or throws why it could not load. */
     void load(String model);
 
+    /**
+     * Loads or reloads a model with a config and/or files in place of the repository's (Triton's
+     * repository extension, see {@link LoadOverride}); returns when it is ready. A later load
+     * without an override reads the repository again.
+     *
+     * <p>The default serves {@link LoadOverride#isEmpty() an empty override} as {@link #load(String)}
+     * and refuses any other with UNSUPPORTED.
+     *
+     * @throws io.backplane.spi.BackplaneException INVALID_ARGUMENT naming a bad config field, file
+     *     name or size; what {@link #load(String)} throws
+     */
+    default void load(String model, LoadOverride override) {
+        if (!override.isEmpty()) {
+            throw new io.backplane.spi.BackplaneException(io.backplane.spi.ErrorCode.UNSUPPORTED,
+                    "this host does not take a config or files with a load; load model '" + model + "' from the repository as it is");
+        }
+        load(model);
+    }
+
     /** Unloads a model within the unload deadline; every open request of it ends. */
     void unload(String model);
 
@@ -56,7 +75,11 @@ public interface InferenceService {
     /** Whether {@link #load} and {@link #unload} are allowed (explicit model control). */
     boolean modelControlEnabled();
 
-    /** Registers a listener for request and instance events (metrics). */
+    /**
+     * Registers a listener for request and instance events (metrics). The core's host then tells
+     * it {@link HostListener#versionLoaded(String, long, long)} for every version already serving,
+     * so a listener added late still learns their load times.
+     */
     void addListener(HostListener listener);
 
     /**

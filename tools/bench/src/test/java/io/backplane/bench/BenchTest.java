@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.backplane.testkit.Await;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -26,15 +27,8 @@ class BenchTest {
             }
             assertTrue(r.table().contains("requests/s"));
         }
-        List<String> left = Thread.getAllStackTraces().keySet().stream().filter(Thread::isAlive).map(Thread::getName)
-                .filter(n -> n.startsWith("backplane-")).toList();
-        long end = System.nanoTime() + 5_000_000_000L;
-        while (!left.isEmpty() && System.nanoTime() < end) {
-            Thread.sleep(20);
-            left = Thread.getAllStackTraces().keySet().stream().filter(Thread::isAlive).map(Thread::getName)
-                    .filter(n -> n.startsWith("backplane-")).toList();
-        }
-        assertTrue(left.isEmpty(), left.toString());
+        Await.until(() -> Thread.getAllStackTraces().keySet().stream().filter(Thread::isAlive).map(Thread::getName)
+                .noneMatch(n -> n.startsWith("backplane-")), Duration.ofSeconds(5), "the host's backplane- threads to end after the run");
     }
 
     @Test

@@ -39,10 +39,7 @@ final class OnnxBackend implements Backend {
 
     @Override
     public ModelConfig autoCompleteConfig(ModelContext model) throws OrtException {
-        ModelConfig config = model.config();
-        if (config.backend().isEmpty()) {
-            config = config.toBuilder().backend("onnxruntime").build(); // a platform-only config names Triton's backend, as Triton does
-        }
+        ModelConfig config = tritonNames(model.config());
         if (!config.inputs().isEmpty() && !config.outputs().isEmpty()) {
             return config;
         }
@@ -58,6 +55,23 @@ final class OnnxBackend implements Backend {
                 return completed;
             }
         }
+    }
+
+    /**
+     * Triton's names, as its auto-complete writes them: platform {@code onnxruntime_onnx}, and backend
+     * {@code onnxruntime} where the config.pbtxt named none (platform only, or no config.pbtxt at all:
+     * the core then inferred this backend from {@code model.onnx} under its own name). A backend the
+     * file names ({@code "cpu"} or {@code "onnxruntime"}) is kept.
+     */
+    static ModelConfig tritonNames(ModelConfig config) {
+        ModelConfig.Builder b = config.toBuilder();
+        if (config.backend().isEmpty() || (config.backend().equals(OnnxBackendFactory.NAME) && !config.raw().has("backend"))) {
+            b.backend("onnxruntime");
+        }
+        if (config.platform().isEmpty()) {
+            b.platform("onnxruntime_onnx");
+        }
+        return b.build();
     }
 
     @Override

@@ -150,7 +150,21 @@ class HostEndToEndTest {
             ModelMetadata md = host.metadata("add_sub");
             assertEquals(List.of("INPUT0", "INPUT1"), md.inputs().stream().map(ModelMetadata.TensorMetadata::name).toList());
             assertEquals(DataType.FP32, md.outputs().getFirst().datatype());
+            assertEquals("cpu", md.backend(), "the backend the config names is kept");
+            assertEquals("onnxruntime_onnx", md.platform());
             assertEquals(8f, infer(host, addSub(7)).output("OUTPUT0").toFloatArray()[0]);
+        }
+    }
+
+    @Test
+    void host_configNamingTheOnnxruntimeAlias_loadsTheCpuBackend_andReportsTritonsNames() throws Exception {
+        Path repo = repository(temp, "add_sub");
+        Files.writeString(repo.resolve("add_sub/config.pbtxt"), "backend: \"onnxruntime\"\n");
+        try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).loadModel("add_sub").build()) {
+            ModelMetadata md = host.metadata("add_sub");
+            assertEquals("onnxruntime", md.backend());
+            assertEquals("onnxruntime_onnx", md.platform());
+            assertEquals(4f, infer(host, addSub(3)).output("OUTPUT0").toFloatArray()[0]);
         }
     }
 
@@ -161,6 +175,8 @@ class HostEndToEndTest {
         try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).loadModel("add_sub").build()) {
             ModelMetadata md = host.metadata("add_sub");
             assertEquals(List.of(-1L, 4L), md.inputs().getFirst().shape(), "max_batch_size 0: the model's own shape");
+            assertEquals("onnxruntime", md.backend(), "Triton's backend name, not ours");
+            assertEquals("onnxruntime_onnx", md.platform());
             assertEquals(4f, infer(host, addSub(3)).output("OUTPUT0").toFloatArray()[0]);
         }
     }

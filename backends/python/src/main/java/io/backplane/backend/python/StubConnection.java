@@ -154,6 +154,7 @@ final class StubConnection {
     private @Nullable Thread writer;
     private final List<Thread> pumps = new ArrayList<>();
     private MemorySegment ctl = MemorySegment.NULL;
+    private final MemorySegment futexTimeout = Futex.timeout(java.lang.foreign.Arena.ofAuto(), 20);
     private long nextExecId = 1;
     private long toStubSeq;
     private volatile @Nullable Execution current;
@@ -220,6 +221,13 @@ final class StubConnection {
         return generation;
     }
 
+    /** Whether both sides of this connection wake each other through futexes (else through the socket). */
+    boolean futexWakeups() {
+        MemorySegment c = ctl;
+        return c != MemorySegment.NULL && c.get(ValueLayout.JAVA_LONG, Wire.W_HOST_FUTEX) == 1L
+                && (long) LONG.getVolatile(c, Wire.W_STUB_FUTEX) == 1L;
+    }
+
     long pid() {
         Process p = process;
         return p == null ? -1 : p.pid();
@@ -271,6 +279,8 @@ final class StubConnection {
         try {
             region = SharedRegion.create(generation, settings.shmInitialBytes(), settings.shmMaxBytes(), socketDir);
             ctl = region.control();
+            ctl.set(ValueLayout.JAVA_LONG, Wire.W_HOST_FUTEX, Futex.available() ? 1L : 0L);
+            ctl.set(ValueLayout.JAVA_LONG, Wire.W_STUB_SPIN_NS, settings.spinMicros() * 1000);
             try (ServerSocketChannel server = ServerSocketChannel.open(StandardProtocolFamily.UNIX)) {
                 server.bind(UnixDomainSocketAddress.of(socketPath));
                 ProcessBuilder pb = new ProcessBuilder(settings.interpreter(), "-u", "-B", stubDir.resolve("backplane_stub.py").toString(),
@@ -363,6 +373,8 @@ final class StubConnection {
         r.start();
         Process p = process;
         if (p != null) {
+            Cores.stubStarted(p.pid());
+            p.onExit().thenRun(() -> Cores.stubEnded(p.pid()));
             p.onExit().thenRun(this::onProcessExit);
         }
         log.info("{}: python stub started (pid {}, generation {}, region {})", tag, pid(), generation, region == null ? "" : region.prefix());
@@ -504,6 +516,44 @@ final class StubConnection {
         return body;
     }
 
+    /**
+     * The reader's frames, read in bulk: one read takes every frame the stub has sent so far (a
+     * wake-up of the reader delivers them all), and each frame is copied into its own buffer, as
+     * {@link #readFrame} gives it.
+     */
+    private static final class FrameReader {
+        private final ByteBuffer buf = ByteBuffer.allocate(64 << 10).order(ByteOrder.LITTLE_ENDIAN).flip();
+
+        ByteBuffer next(SocketChannel ch) throws IOException {
+            fill(ch, 4);
+            int n = buf.getInt(buf.position());
+            if (n < 1 || n > Wire.MAX_FRAME) {
+                throw Wire.protocol("frame length " + n + " out of range");
+            }
+            ByteBuffer body = ByteBuffer.allocate(n).order(ByteOrder.LITTLE_ENDIAN);
+            buf.position(buf.position() + 4);
+            int now = Math.min(n, buf.remaining());
+            body.put(body.position(), buf, buf.position(), now).position(now);
+            buf.position(buf.position() + now);
+            readFully(ch, body); // the rest of a frame larger than what was buffered
+            return body.flip();
+        }
+
+        /** Makes at least {@code need} bytes available, reading as much as the socket has. */
+        private void fill(SocketChannel ch, int need) throws IOException {
+            if (buf.remaining() >= need) {
+                return;
+            }
+            buf.compact();
+            while (buf.position() < need) {
+                if (ch.read(buf) < 0) {
+                    throw new IOException("the python stub closed its connection");
+                }
+            }
+            buf.flip();
+        }
+    }
+
     private static void readFully(SocketChannel ch, ByteBuffer b) throws IOException {
         while (b.hasRemaining()) {
             if (ch.read(b) < 0) {
@@ -545,11 +595,16 @@ final class StubConnection {
     private void writeLoop() {
         SocketChannel ch = channel;
         try {
+            List<ByteBuffer> batch = new ArrayList<>();
             while (ch != null && !dead.get()) {
-                ByteBuffer b = outbox.take();
-                while (b.hasRemaining()) {
-                    ch.write(b);
+                batch.add(outbox.take());
+                outbox.drainTo(batch, 255); // every frame queued so far goes out in one gathering write
+                ByteBuffer[] bufs = batch.toArray(ByteBuffer[]::new);
+                ByteBuffer last = bufs[bufs.length - 1];
+                while (last.hasRemaining()) {
+                    ch.write(bufs);
                 }
+                batch.clear();
             }
         } catch (InterruptedException e) {
             // teardown
@@ -570,9 +625,10 @@ final class StubConnection {
 
     private void readLoop() {
         SocketChannel ch = channel;
+        FrameReader frames = new FrameReader();
         try {
             while (ch != null) {
-                ByteBuffer f = readFrame(ch, (byte) 0);
+                ByteBuffer f = frames.next(ch);
                 byte type = f.get();
                 switch (type) {
                     case Wire.F_PONG -> {
@@ -683,11 +739,23 @@ final class StubConnection {
             ctl.set(ValueLayout.JAVA_LONG, Wire.W_MSG_CHUNK, e.msgBlock.chunk());
             ctl.set(ValueLayout.JAVA_LONG, Wire.W_MSG_OFF, e.msgBlock.offset());
             ctl.set(ValueLayout.JAVA_LONG, Wire.W_MSG_LEN, msg.size());
-            LONG.setVolatile(ctl, Wire.W_TO_STUB_SEQ, e.seq);
-            if ((long) LONG.getVolatile(ctl, Wire.W_STUB_WAITING) != 0) {
-                trySend(Wire.F_WAKE, new byte[0]);
+            // How long the stub may spin for its next execution once this one is done: decided by the
+            // cores free now, for every stub of this JVM together (Cores).
+            ctl.set(ValueLayout.JAVA_LONG, Wire.W_STUB_SPIN_NS, Cores.stubMaySpin() ? settings.spinMicros() * 1000 : 0L);
+            Cores.executionPosted();
+            boolean got;
+            try {
+                LONG.setVolatile(ctl, Wire.W_TO_STUB_SEQ, e.seq);
+                long waiting = (long) LONG.getVolatile(ctl, Wire.W_STUB_WAITING);
+                if (waiting == Wire.WAITING_FUTEX) {
+                    Futex.wakeAll(ctl.asSlice(Wire.W_TO_STUB_SEQ, 4));
+                } else if (waiting != 0) {
+                    trySend(Wire.F_WAKE, new byte[0]);
+                }
+                got = awaitReply(e);
+            } finally {
+                Cores.executionReturned();
             }
-            boolean got = awaitReply(e);
             if (got) {
                 synchronized (e) {
                     processResult(reg, e, !e.abandoned);
@@ -786,12 +854,20 @@ final class StubConnection {
         }
     }
 
+    /**
+     * Waits for the stub's result: spins while {@link Cores} grants a spin (never with more busy
+     * stubs and spinning host threads than free cores), then sleeps on the reply word's futex (or
+     * parks for the socket's WAKE_HOST where the stub or the JVM has no futex).
+     */
     private boolean awaitReply(Execution e) {
-        long spinEnd = System.nanoTime() + settings.spinMicros() * 1000;
+        boolean spin = settings.spinMicros() > 0 && Cores.tryEnterHostSpin();
+        long spinEnd = spin ? System.nanoTime() + settings.spinMicros() * 1000 : 0;
+        boolean futex = ctl.get(ValueLayout.JAVA_LONG, Wire.W_HOST_FUTEX) == 1L && ctl.get(ValueLayout.JAVA_LONG, Wire.W_STUB_FUTEX) == 1L;
         boolean waiting = false;
         try {
             while (true) {
-                if ((long) LONG.getVolatile(ctl, Wire.W_REPLY_SEQ) == e.seq) {
+                long reply = (long) LONG.getVolatile(ctl, Wire.W_REPLY_SEQ);
+                if (reply == e.seq) {
                     return true;
                 }
                 if (e.abandoned || dead.get()) {
@@ -803,17 +879,29 @@ final class StubConnection {
                     return false;
                 }
                 if (!waiting) {
-                    if (System.nanoTime() < spinEnd) {
+                    if (spin && System.nanoTime() < spinEnd) {
                         Thread.onSpinWait();
                     } else {
-                        LONG.setVolatile(ctl, Wire.W_HOST_WAITING, 1L);
+                        if (spin) {
+                            spin = false;
+                            Cores.exitHostSpin();
+                        }
+                        LONG.setVolatile(ctl, Wire.W_HOST_WAITING, futex ? Wire.WAITING_FUTEX : 1L);
                         waiting = true;
                     }
                     continue;
                 }
-                LockSupport.parkNanos(1_000_000);
+                if (futex) {
+                    // Bounded so that a dead stub, an abandoned execution or an interrupt is seen.
+                    Futex.await(ctl.asSlice(Wire.W_REPLY_SEQ, 4), (int) reply, futexTimeout);
+                } else {
+                    LockSupport.parkNanos(1_000_000);
+                }
             }
         } finally {
+            if (spin) {
+                Cores.exitHostSpin();
+            }
             if (waiting) {
                 LONG.setVolatile(ctl, Wire.W_HOST_WAITING, 0L);
             }

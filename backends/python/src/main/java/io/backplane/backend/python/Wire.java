@@ -59,6 +59,14 @@ final class Wire {
     static final long W_REPLY_LEN = 72;
     static final long W_HOST_WAITING = 80;
     static final long W_REPLY_EXEC = 88;
+    /** 1 when the host can wake a stub through a futex on W_TO_STUB_SEQ (written once, before the stub starts). */
+    static final long W_HOST_FUTEX = 96;
+    /** 1 when the stub can wake the host through a futex on W_REPLY_SEQ (written once, at the stub's start). */
+    static final long W_STUB_FUTEX = 104;
+    /** How long the stub may spin for its next execution, in ns (host-written, per execution; 0: sleep at once). */
+    static final long W_STUB_SPIN_NS = 112;
+    /** The value of W_STUB_WAITING / W_HOST_WAITING for a side asleep on the futex (1: asleep on the socket). */
+    static final long WAITING_FUTEX = 2;
     static final long CONTROL_BYTES = 4096;
     static final long MAGIC = 0x42504C4E50594731L;
 

@@ -4,6 +4,7 @@ import static java.util.Objects.requireNonNull;
 
 import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.spi.host.Frontend;
+import io.backplane.spi.host.FrontendContext;
 import io.backplane.spi.host.InferenceService;
 import io.grpc.Server;
 import io.grpc.ServerCredentials;
@@ -40,7 +41,8 @@ final class GrpcFrontend implements Frontend {
     private final GrpcOptions options;
     private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
     /** Regions registered through this frontend; unmapped at close (after open calls end). */
-    private final SystemSharedMemory shm = new SystemSharedMemory();
+    private final SystemSharedMemory shm;
+    private final boolean ownsShm;
     private @Nullable Server server;
     private @Nullable EventLoopGroup boss;
     private @Nullable EventLoopGroup workers;
@@ -49,7 +51,19 @@ final class GrpcFrontend implements Frontend {
     /** Connections open now ({@link CappedServerChannel}). */
     private final AtomicInteger connections = new AtomicInteger();
 
+    private final io.backplane.spi.host.@Nullable LogControl logs;
+    private final io.backplane.spi.host.RequestTracer tracer;
+
     GrpcFrontend(InferenceService service, GrpcOptions options) {
+        this(service, options, null, new FrontendContext.Shared<>(new SystemSharedMemory(), true), io.backplane.spi.host.RequestTracer.NONE);
+    }
+
+    GrpcFrontend(InferenceService service, GrpcOptions options, io.backplane.spi.host.@Nullable LogControl logs,
+            FrontendContext.Shared<SystemSharedMemory> shm, io.backplane.spi.host.RequestTracer tracer) {
+        this.logs = logs;
+        this.tracer = tracer;
+        this.shm = shm.value();
+        this.ownsShm = shm.callerCloses();
         this.service = requireNonNull(service, "service is null");
         this.options = requireNonNull(options, "options is null");
     }
@@ -83,12 +97,13 @@ final class GrpcFrontend implements Frontend {
                     .permitKeepAliveTime(options.permitKeepaliveTimeMillis(), TimeUnit.MILLISECONDS)
                     .permitKeepAliveWithoutCalls(options.permitKeepaliveWithoutCalls())
                     .handshakeTimeout(options.handshakeTimeoutMillis(), TimeUnit.MILLISECONDS)
+                    .intercept(new TritonHeaders())
                     .intercept(new RestrictedProtocol(options.restricted()))
                     .bossEventLoopGroup(boss).workerEventLoopGroup(workers)
                     .channelFactory(() -> new CappedServerChannel(connections, options.maxConnections()))
                     .directExecutor()
                     .maxInboundMessageSize(options.maxMessageBytes())
-                    .addService(new GrpcInferenceService(service, admin, shm))
+                    .addService(new GrpcInferenceService(service, admin, shm, logs, tracer))
                     .build().start();
         } catch (Exception | Error e) {
             close();
@@ -164,7 +179,9 @@ final class GrpcFrontend implements Frontend {
                 Thread.currentThread().interrupt();
             }
         }
-        shm.close();
+        if (ownsShm) {
+            shm.close();
+        }
         log.info("grpc frontend at {} closed", endpoint);
     }
 }

@@ -1,7 +1,18 @@
 package io.backplane.plugin.grpc;
 
 import io.backplane.protocol.Extensions;
+import io.backplane.protocol.LoadParameters;
+import io.backplane.protocol.LogSettingsCodec;
+import io.backplane.protocol.inference.LogSettingsRequest;
+import io.backplane.protocol.inference.LogSettingsResponse;
+import io.backplane.spi.host.LogControl;
+import io.backplane.spi.host.RequestTracer;
+import io.backplane.spi.RequestTrace;
+import io.backplane.protocol.inference.TraceSettingRequest;
+import io.backplane.protocol.inference.TraceSettingResponse;
 import io.backplane.protocol.ModelVersions;
+import io.backplane.protocol.inference.ModelRepositoryParameter;
+import io.backplane.spi.host.LoadOverride;
 import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.protocol.ProtocolErrors;
 import io.backplane.protocol.inference.CudaSharedMemoryRegisterRequest;
@@ -70,6 +81,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -77,18 +89,22 @@ import org.slf4j.LoggerFactory;
  * {@code inference.GRPCInferenceService} over an {@link InferenceService}, on the stubs generated
  * from Triton's grpc_service.proto (backplane-protocol). Calls run on the transport threads (direct
  * executor) and never block them: inference completes from the thread that ends the request;
- * repository load and unload run on the admin executor. The RPCs not overridden here (shared memory, trace, log settings) answer UNIMPLEMENTED from the generated base class.
+ * repository load and unload run on the admin executor. The RPCs not overridden here (trace and log settings) answer
+ * UNIMPLEMENTED from the generated base class.
  */
 final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceServiceImplBase {
     private static final Logger log = LoggerFactory.getLogger(GrpcInferenceService.class);
-    static final List<String> EXTENSIONS = Extensions.SERVED;
 
     private final InferenceService service;
     private final ExecutorService admin;
     private final SystemSharedMemory shm;
+    private final @Nullable LogControl logs;
+    private final RequestTracer tracer;
 
-    GrpcInferenceService(InferenceService service, ExecutorService admin, SystemSharedMemory shm) {
+    GrpcInferenceService(InferenceService service, ExecutorService admin, SystemSharedMemory shm, @Nullable LogControl logs, RequestTracer tracer) {
         this.service = service;
+        this.logs = logs;
+        this.tracer = tracer;
         this.shm = shm;
         this.admin = admin;
     }
@@ -106,12 +122,12 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
     @Override
     public void serverMetadata(ServerMetadataRequest req, StreamObserver<ServerMetadataResponse> obs) {
         unary(obs, () -> ServerMetadataResponse.newBuilder().setName("backplane").setVersion(service.version())
-                .addAllExtensions(EXTENSIONS).build());
+                .addAllExtensions(Extensions.served(logs != null, tracer.serves())).build());
     }
 
     @Override
     public StreamObserver<ModelInferRequest> modelStreamInfer(StreamObserver<ModelStreamInferResponse> obs) {
-        return new StreamSession(obs);
+        return new StreamSession(obs, TritonHeaders.GRPC_ERROR.get(), TritonHeaders.TRACEPARENT.get());
     }
 
     private static <R> void unary(StreamObserver<R> obs, Supplier<R> body) {
@@ -203,15 +219,20 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
             obs.onError(status(t));
             return;
         }
+        RequestTrace trace = tracer.start(req.getModelName(), TritonHeaders.TRACEPARENT.get());
         try {
-            f = service.infer(parsed.request());
+            f = service.infer(trace == RequestTrace.NONE ? parsed.request() : parsed.request().toBuilder().trace(trace).build());
         } catch (Throwable t) {
             held.close();
             parsed.release();
+            trace.finish(t);
             obs.onError(status(t));
             return;
         }
-        f.whenComplete((r, e) -> held.close());
+        f.whenComplete((r, e) -> {
+            held.close();
+            trace.finish(e != null ? e : r.error());
+        });
         if (obs instanceof ServerCallStreamObserver<ModelInferResponse> sco && !f.isDone()) {
             sco.setOnCancelHandler(() -> f.cancel(false));
         }
@@ -278,6 +299,62 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
         });
     }
 
+    @Override
+    public void traceSetting(TraceSettingRequest req, StreamObserver<TraceSettingResponse> obs) {
+        unary(obs, () -> {
+            if (!tracer.serves()) {
+                throw new BackplaneException(ErrorCode.UNSUPPORTED, "this host does not trace requests (trace extension)");
+            }
+            Map<String, List<String>> now;
+            if (req.getSettingsCount() > 0) {
+                Map<String, @Nullable List<String>> changes = new java.util.LinkedHashMap<>();
+                // As Triton: a setting with no value clears the model's own value.
+                req.getSettingsMap().forEach((k, v) -> changes.put(k, v.getValueCount() == 0 ? null : List.copyOf(v.getValueList())));
+                now = tracer.update(req.getModelName(), changes);
+            } else {
+                now = tracer.settings(req.getModelName());
+            }
+            TraceSettingResponse.Builder b = TraceSettingResponse.newBuilder();
+            now.forEach((k, v) -> b.putSettings(k, TraceSettingResponse.SettingValue.newBuilder().addAllValue(v).build()));
+            return b.build();
+        });
+    }
+
+    @Override
+    public void logSettings(LogSettingsRequest req, StreamObserver<LogSettingsResponse> obs) {
+        unary(obs, () -> {
+            LogControl control = logs;
+            if (control == null) {
+                throw new BackplaneException(ErrorCode.UNSUPPORTED, "this host offers no run-time logging control (logging extension)");
+            }
+            LogControl.Settings now = control.settings();
+            if (req.getSettingsCount() > 0) {
+                Map<String, Object> changes = new java.util.LinkedHashMap<>();
+                for (Map.Entry<String, LogSettingsRequest.SettingValue> e : req.getSettingsMap().entrySet()) {
+                    LogSettingsRequest.SettingValue v = e.getValue();
+                    changes.put(e.getKey(), switch (v.getParameterChoiceCase()) {
+                        case BOOL_PARAM -> v.getBoolParam();
+                        case UINT32_PARAM -> Integer.toUnsignedLong(v.getUint32Param());
+                        case STRING_PARAM -> v.getStringParam();
+                        case PARAMETERCHOICE_NOT_SET -> "(no value)";
+                    });
+                }
+                now = control.update(LogSettingsCodec.merge(now, changes));
+            }
+            LogSettingsResponse.Builder b = LogSettingsResponse.newBuilder();
+            for (Map.Entry<String, Object> e : LogSettingsCodec.toMap(now).entrySet()) {
+                LogSettingsResponse.SettingValue.Builder v = LogSettingsResponse.SettingValue.newBuilder();
+                switch (e.getValue()) {
+                    case Boolean bo -> v.setBoolParam(bo);
+                    case Integer i -> v.setUint32Param(i);
+                    default -> v.setStringParam(String.valueOf(e.getValue()));
+                }
+                b.putSettings(e.getKey(), v.build());
+            }
+            return b.build();
+        });
+    }
+
     private static final String NO_CUDA = "CUDA shared memory is not supported by this server; use system shared memory";
 
     @Override
@@ -313,8 +390,15 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
 
     @Override
     public void repositoryModelLoad(RepositoryModelLoadRequest req, StreamObserver<RepositoryModelLoadResponse> obs) {
-        repositoryCall("load", req.getModelName(), req.getParametersCount(), obs, () -> {
-            service.load(req.getModelName());
+        LoadOverride override;
+        try {
+            override = loadOverride(req);
+        } catch (RuntimeException e) {
+            obs.onError(status(e));
+            return;
+        }
+        repositoryCall("load", req.getModelName(), 0, obs, () -> {
+            service.load(req.getModelName(), override);
             return RepositoryModelLoadResponse.getDefaultInstance();
         });
     }
@@ -325,6 +409,25 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
             service.unload(req.getModelName());
             return RepositoryModelUnloadResponse.getDefaultInstance();
         });
+    }
+
+    /** Triton's load parameters: {@code config} (string_param, JSON) and {@code file:<path>} (bytes_param). */
+    private static LoadOverride loadOverride(RepositoryModelLoadRequest req) {
+        LoadParameters lp = LoadParameters.of(req.getModelName());
+        for (Map.Entry<String, ModelRepositoryParameter> e : req.getParametersMap().entrySet()) {
+            ModelRepositoryParameter p = e.getValue();
+            switch (p.getParameterChoiceCase()) {
+                case STRING_PARAM -> {
+                    if (e.getKey().startsWith(LoadParameters.FILE_PREFIX)) {
+                        throw lp.wrongType(e.getKey(), "a string_param (send the file as bytes_param)");
+                    }
+                    lp.text(e.getKey(), p.getStringParam());
+                }
+                case BYTES_PARAM -> lp.bytes(e.getKey(), p.getBytesParam().toByteArray());
+                default -> throw lp.wrongType(e.getKey(), "a " + p.getParameterChoiceCase().name().toLowerCase(java.util.Locale.ROOT));
+            }
+        }
+        return lp.override();
     }
 
     private <R> void repositoryCall(String op, String model, int parameters, StreamObserver<R> obs, Supplier<R> body) {
@@ -344,61 +447,86 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
         }
     }
 
-    /** One ModelStreamInfer call: any number of requests in flight, responses interleaved as they come. */
+    /**
+     * One ModelStreamInfer call: any number of requests in flight, responses interleaved as they
+     * come. Every response carries {@code triton_final_response} (true on the one that ends its
+     * request); with the request parameter {@code triton_enable_empty_final_response=true} a
+     * request that ends without a last response (a decoupled model's empty FINAL) gets an empty
+     * response saying so. Errors go into the stream as {@code error_message}, or, when the call
+     * carries the header {@code triton_grpc_error: true}, the first error ends the whole stream
+     * with its gRPC status, cancels the open requests and drops everything after it (Triton's
+     * semantics for both).
+     */
     private final class StreamSession implements StreamObserver<ModelInferRequest> {
         private final StreamObserver<ModelStreamInferResponse> out;
+        private final boolean grpcError;
         private final Set<RequestHandle> open = ConcurrentHashMap.newKeySet();
         private boolean halfClosed;
         private boolean finished;
         private int inFlight;
 
-        StreamSession(StreamObserver<ModelStreamInferResponse> out) {
+        private final @Nullable String traceParent;
+
+        StreamSession(StreamObserver<ModelStreamInferResponse> out, boolean grpcError, @Nullable String traceParent) {
             this.out = out;
+            this.grpcError = grpcError;
+            this.traceParent = traceParent;
         }
 
         @Override
         public void onNext(ModelInferRequest req) {
-            InferenceRequest request;
+            synchronized (this) {
+                if (finished) {
+                    return; // the stream ended with an error status: what the client still sends is dropped
+                }
+                inFlight++;
+            }
             MemoryReservation held;
             try {
                 held = reserve(req);
             } catch (Throwable t) {
-                send(error(req.getModelName(), req.getId(), t));
+                fail(t, ModelStreamInferResponse.newBuilder().setErrorMessage(message(t))
+                        .setInferResponse(ModelInferResponse.newBuilder().setId(req.getId())).build());
+                ended(null, null);
                 return;
             }
+            ProtoTensors.Parsed parsed;
             try {
-                request = ProtoTensors.toRequest(req);
+                parsed = ProtoTensors.toRequest(req, shm);
             } catch (Throwable t) {
                 held.close();
-                send(error(req.getModelName(), req.getId(), t));
+                // Refused before it ran: Triton answers with the id only.
+                fail(t, ModelStreamInferResponse.newBuilder().setErrorMessage(message(t))
+                        .setInferResponse(ModelInferResponse.newBuilder().setId(req.getId())).build());
+                ended(null, null);
                 return;
             }
-            InferParameter efr = req.getParametersMap().get("triton_enable_empty_final_response");
-            boolean emptyFinal = efr != null && efr.getBoolParam();
-            synchronized (this) {
-                inFlight++;
-            }
-            Observer obs = new Observer(req, emptyFinal);
-            obs.held = held;
-            RequestHandle h = service.stream(request, obs);
+            InferParameter efr = req.getParametersMap().get(EMPTY_FINAL);
+            RequestTrace trace = tracer.start(req.getModelName(), traceParent);
+            Observer obs = new Observer(req, parsed, efr != null && efr.getBoolParam(), trace, held);
+            RequestHandle h = service.stream(trace == RequestTrace.NONE ? parsed.request() : parsed.request().toBuilder().trace(trace).build(), obs);
+            obs.handle = h;
             if (!h.isDone()) {
                 open.add(h);
+                boolean stop;
+                synchronized (this) {
+                    stop = finished;
+                }
                 if (h.isDone()) {
                     open.remove(h);
+                } else if (stop) {
+                    h.cancel();
                 }
             }
-            obs.handle = h;
         }
 
         @Override
         public void onError(Throwable t) {
             // The client cancelled or the connection broke: cancel what is still running.
-            for (RequestHandle h : open) {
-                h.cancel();
-            }
             synchronized (this) {
                 finished = true;
             }
+            cancelOpen();
         }
 
         @Override
@@ -406,6 +534,12 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
             synchronized (this) {
                 halfClosed = true;
                 maybeFinish();
+            }
+        }
+
+        private void cancelOpen() {
+            for (RequestHandle h : open) {
+                h.cancel();
             }
         }
 
@@ -431,75 +565,126 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
             }
         }
 
-        private synchronized void ended(RequestHandle h) {
-            open.remove(h);
+        /** An error: in the stream as {@code inStream}, or with triton_grpc_error as the status that ends the stream. */
+        private void fail(Throwable t, ModelStreamInferResponse inStream) {
+            if (!grpcError) {
+                send(inStream);
+                return;
+            }
+            synchronized (this) {
+                if (finished) {
+                    return;
+                }
+                finished = true;
+                try {
+                    out.onError(status(t));
+                } catch (RuntimeException e) {
+                    log.debug("stream already closed: {}", e.toString());
+                }
+            }
+            cancelOpen();
+        }
+
+        private synchronized void ended(@Nullable RequestHandle h, ProtoTensors.@Nullable Parsed parsed) {
+            if (h != null) {
+                open.remove(h);
+            }
+            if (parsed != null) {
+                parsed.release();
+            }
             inFlight--;
             maybeFinish();
         }
 
         private final class Observer implements ResponseObserver {
             private final ModelInferRequest req;
+            private final ProtoTensors.Parsed parsed;
             private final boolean emptyFinal;
-            volatile RequestHandle handle;
-            volatile @Nullable MemoryReservation held;
+            private final RequestTrace trace;
+            private final MemoryReservation held;
+            private volatile @Nullable Throwable failure;
+            volatile @Nullable RequestHandle handle;
 
-            Observer(ModelInferRequest req, boolean emptyFinal) {
+            Observer(ModelInferRequest req, ProtoTensors.Parsed parsed, boolean emptyFinal, RequestTrace trace, MemoryReservation held) {
                 this.req = req;
+                this.held = held;
+                this.parsed = parsed;
                 this.emptyFinal = emptyFinal;
+                this.trace = trace;
             }
 
             @Override
             public void onResponse(InferenceResponse response) {
-                BackplaneException e = response.error();
-                if (e != null) {
-                    send(error(req.getModelName(), req.getId(), e));
-                    return;
-                }
-                ModelInferResponse r;
+                respond(response, false);
+            }
+
+            @Override
+            public void onLastResponse(InferenceResponse response) {
                 try {
-                    r = ProtoTensors.toResponse(response);
-                } catch (RuntimeException x) {
-                    send(error(req.getModelName(), req.getId(), x));
-                    return;
+                    respond(response, true);
+                } finally {
+                    done();
                 }
-                if (emptyFinal) {
-                    r = r.toBuilder().putParameters("triton_final_response", InferParameter.newBuilder().setBoolParam(false).build()).build();
-                }
-                send(ModelStreamInferResponse.newBuilder().setInferResponse(r).build());
             }
 
             @Override
             public void onComplete() {
                 if (emptyFinal) {
-                    send(ModelStreamInferResponse.newBuilder().setInferResponse(ModelInferResponse.newBuilder().setModelName(req.getModelName())
-                            .setModelVersion(req.getModelVersion()).setId(req.getId())
-                            .putParameters("triton_final_response", InferParameter.newBuilder().setBoolParam(true).build())).build());
+                    send(ModelStreamInferResponse.newBuilder().setInferResponse(echo().putParameters(FINAL_RESPONSE, flag(true))).build());
                 }
                 done();
             }
 
             @Override
             public void onError(BackplaneException error) {
-                send(error(req.getModelName(), req.getId(), error));
+                failure = error;
+                failed(error, true);
                 done();
             }
 
+            private void respond(InferenceResponse response, boolean last) {
+                BackplaneException e = response.error();
+                if (e != null) {
+                    failed(e, last);
+                    return;
+                }
+                ModelInferResponse r;
+                try {
+                    r = ProtoTensors.toResponse(response, parsed.shmOutputs()).toBuilder().putParameters(FINAL_RESPONSE, flag(last)).build();
+                } catch (RuntimeException x) {
+                    failed(x, last);
+                    return;
+                }
+                send(ModelStreamInferResponse.newBuilder().setInferResponse(r).build());
+            }
+
+            /** A failed response: Triton's error message and the request's id, model and version. */
+            private void failed(Throwable t, boolean last) {
+                fail(t, ModelStreamInferResponse.newBuilder().setErrorMessage(message(t))
+                        .setInferResponse(echo().putParameters(FINAL_RESPONSE, flag(last))).build());
+            }
+
+            private ModelInferResponse.Builder echo() {
+                return ModelInferResponse.newBuilder().setModelName(req.getModelName()).setModelVersion(req.getModelVersion()).setId(req.getId());
+            }
+
             private void done() {
-                MemoryReservation m = held;
-                if (m != null) {
-                    m.close();
-                }
-                RequestHandle h = handle;
-                if (h != null) {
-                    ended(h);
-                } else {
-                    synchronized (StreamSession.this) {
-                        inFlight--;
-                        maybeFinish();
-                    }
-                }
+                held.close();
+                trace.finish(failure);
+                ended(handle, parsed);
             }
         }
+    }
+
+    /** Request parameter: send an empty final response when a request ends without a last response. */
+    static final String EMPTY_FINAL = "triton_enable_empty_final_response";
+    /** Response parameter: whether this response is the last one of its request. */
+    static final String FINAL_RESPONSE = "triton_final_response";
+    /** Call header: with {@code true}, the first error in a stream ends it with a gRPC status. */
+    static final String GRPC_ERROR_HEADER = "triton_grpc_error";
+
+    private static InferParameter flag(boolean value) {
+        return InferParameter.newBuilder().setBoolParam(value).build();
     }
 
     /**
@@ -511,12 +696,11 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
         return service.reserveMemory(req.getSerializedSize(), "a gRPC inference request to model '" + req.getModelName() + "'");
     }
 
-    private static ModelStreamInferResponse error(String model, String id, Throwable t) {
+    private static String message(Throwable t) {
         if (ProtocolErrors.isUnexpected(t)) {
             log.warn("internal error serving a grpc stream request", ProtocolErrors.unwrap(t));
         }
-        return ModelStreamInferResponse.newBuilder().setErrorMessage(String.valueOf(ProtocolErrors.classify(t).getMessage()))
-                .setInferResponse(ModelInferResponse.newBuilder().setModelName(model).setId(id)).build();
+        return String.valueOf(ProtocolErrors.classify(t).getMessage());
     }
 
     /** The gRPC status for {@code t}: its {@link ProtocolErrors category}'s {@link ErrorCode#grpcStatus()} and message. */

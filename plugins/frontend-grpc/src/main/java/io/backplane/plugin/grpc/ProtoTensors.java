@@ -11,7 +11,6 @@ import io.backplane.protocol.inference.ModelInferRequest;
 import io.backplane.protocol.inference.ModelInferResponse;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
-import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.Tensor;
@@ -20,7 +19,6 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import org.jspecify.annotations.Nullable;
 
 /**
  * Converts between the protocol's messages and Backplane's values. Inputs come as
@@ -72,12 +70,7 @@ final class ProtoTensors {
         return lease;
     }
 
-    /** A request without shared memory (streams): a tensor naming a region is refused. */
-    static InferenceRequest toRequest(ModelInferRequest m) {
-        return toRequest(m, null, List.of());
-    }
-
-    private static InferenceRequest toRequest(ModelInferRequest m, @Nullable SystemSharedMemory shm, List<SystemSharedMemory.Lease> leases) {
+    private static InferenceRequest toRequest(ModelInferRequest m, SystemSharedMemory shm, List<SystemSharedMemory.Lease> leases) {
         if (m.getModelName().isEmpty()) {
             throw BackplaneException.invalid("model_name is empty");
         }
@@ -132,10 +125,6 @@ final class ProtoTensors {
                 shape[d] = in.getShape(d);
             }
             if (in.containsParameters(SystemSharedMemory.REGION)) {
-                if (shm == null) {
-                    throw new BackplaneException(ErrorCode.UNSUPPORTED, "input '" + name
-                            + "': shared memory is served on ModelInfer, not on ModelStreamInfer; send the tensor in the request");
-                }
                 b.input(SystemSharedMemory.input(lease(shm, in.getParametersMap(), "input '" + name + "'", leases), name, type, shape));
             } else if (raw > 0) {
                 if (in.hasContents()) {

@@ -4,7 +4,10 @@ import static java.util.Objects.requireNonNull;
 
 import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.spi.host.Frontend;
+import io.backplane.spi.host.FrontendContext;
 import io.backplane.spi.host.InferenceService;
+import io.backplane.spi.host.LogControl;
+import io.backplane.spi.host.RequestTracer;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelInitializer;
@@ -44,7 +47,8 @@ final class HttpFrontend implements Frontend {
     private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
     private final AtomicInteger inFlight = new AtomicInteger();
     /** Regions registered through this frontend; unmapped at close (after in-flight requests drain). */
-    private final SystemSharedMemory shm = new SystemSharedMemory();
+    private final SystemSharedMemory shm;
+    private final boolean ownsShm;
     private @Nullable EventLoopGroup boss;
     private @Nullable EventLoopGroup workers;
     private @Nullable ExecutorService admin;
@@ -54,7 +58,19 @@ final class HttpFrontend implements Frontend {
     private @Nullable RestHandler handler;
     static final int MAX_HEADER_BYTES = 64 * 1024;
 
+    private final @Nullable LogControl logs;
+    private final RequestTracer tracer;
+
     HttpFrontend(InferenceService service, FrontendOptions options) {
+        this(service, options, null, new FrontendContext.Shared<>(new SystemSharedMemory(), true), RequestTracer.NONE);
+    }
+
+    HttpFrontend(InferenceService service, FrontendOptions options, @Nullable LogControl logs, FrontendContext.Shared<SystemSharedMemory> shm,
+            RequestTracer tracer) {
+        this.logs = logs;
+        this.tracer = tracer;
+        this.shm = shm.value();
+        this.ownsShm = shm.callerCloses();
         this.service = requireNonNull(service, "service is null");
         this.options = requireNonNull(options, "options is null");
         this.limiter = new ConnectionGuard.Limiter(options.maxConnections());
@@ -83,7 +99,7 @@ final class HttpFrontend implements Frontend {
             t.setDaemon(true);
             return t;
         });
-        RestHandler handler = new RestHandler(service, admin, inFlight, shm, options.restricted());
+        RestHandler handler = new RestHandler(service, admin, inFlight, shm, options.restricted(), logs, tracer);
         this.handler = handler;
         try {
             SslContext ssl = options.sslCert() == null ? null
@@ -168,7 +184,9 @@ final class HttpFrontend implements Frontend {
                 Thread.currentThread().interrupt();
             }
         }
-        shm.close();
+        if (ownsShm) {
+            shm.close();
+        }
         log.info("http frontend at {} closed", endpoint);
     }
 

@@ -13,7 +13,13 @@ import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.Tensor;
 import io.backplane.spi.config.ModelConfig;
+import io.backplane.protocol.LoadParameters;
+import io.backplane.protocol.LogSettingsCodec;
+import io.backplane.spi.host.LogControl;
+import io.backplane.spi.host.RequestTracer;
+import io.backplane.spi.RequestTrace;
 import io.backplane.spi.host.InferenceService;
+import io.backplane.spi.host.LoadOverride;
 import io.backplane.spi.host.ModelMetadata;
 import io.backplane.spi.host.ModelState;
 import io.backplane.spi.host.ModelStatistics;
@@ -48,6 +54,7 @@ import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -69,19 +76,24 @@ import org.slf4j.LoggerFactory;
 final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
     private static final Logger log = LoggerFactory.getLogger(RestHandler.class);
     static final AsciiString HEADER_LENGTH = AsciiString.cached("Inference-Header-Content-Length");
-    static final List<String> EXTENSIONS = Extensions.SERVED;
 
     private final InferenceService service;
     private final ExecutorService admin;
     private final AtomicInteger inFlight;
     private final SystemSharedMemory shm;
     private final RestrictedApis restricted;
+    private final @Nullable LogControl logs;
+    private final RequestTracer tracer;
+    static final String TRACEPARENT = "traceparent";
     private final Set<Reply> open = ConcurrentHashMap.newKeySet();
     private final Object idle = new Object();
     private volatile boolean draining;
 
-    RestHandler(InferenceService service, ExecutorService admin, AtomicInteger inFlight, SystemSharedMemory shm, RestrictedApis restricted) {
+    RestHandler(InferenceService service, ExecutorService admin, AtomicInteger inFlight, SystemSharedMemory shm, RestrictedApis restricted,
+            @Nullable LogControl logs, RequestTracer tracer) {
         this.service = service;
+        this.logs = logs;
+        this.tracer = tracer;
         this.shm = shm;
         this.admin = admin;
         this.inFlight = inFlight;
@@ -269,8 +281,113 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
             case "cudasharedmemory" -> throw new BackplaneException(ErrorCode.UNSUPPORTED,
                     "CUDA shared memory is not supported by this server; use system shared memory (/v2/systemsharedmemory)");
             case "models" -> model(req, seg, path, reply);
+            case "logging" -> logging(req, n, m, path, reply);
+            case "trace" -> {
+                if (n != 3 || !seg.get(2).equals("setting")) {
+                    throw notFound(path);
+                }
+                traceSetting(req, "", path, reply);
+            }
             default -> throw notFound(path);
         }
+    }
+
+    /**
+     * {@code GET|POST /v2/trace/setting} (model "") and {@code /v2/models/<m>/trace/setting}:
+     * Triton's trace extension; a POST sets the settings it names (a string or a list of strings;
+     * null clears a model's own setting) and answers them all.
+     */
+    private void traceSetting(FullHttpRequest req, String model, String path, Reply reply) {
+        if (!tracer.serves()) {
+            throw new BackplaneException(ErrorCode.UNSUPPORTED, "this host does not trace requests (trace extension)");
+        }
+        Map<String, List<String>> now;
+        if (req.method().equals(HttpMethod.POST)) {
+            JsonNode root = InferCodec.readJson(req.content());
+            if (!root.isObject()) {
+                throw BackplaneException.invalid("the trace settings must be a JSON object, not " + root);
+            }
+            Map<String, @Nullable List<String>> changes = new java.util.LinkedHashMap<>();
+            for (Map.Entry<String, JsonNode> e : root.properties()) {
+                JsonNode v = e.getValue();
+                if (v.isNull()) {
+                    changes.put(e.getKey(), null);
+                } else if (v.isTextual()) {
+                    changes.put(e.getKey(), List.of(v.textValue()));
+                } else if (v.isArray()) {
+                    List<String> values = new ArrayList<>();
+                    for (JsonNode x : v) {
+                        if (!x.isTextual()) {
+                            throw BackplaneException.invalid("trace setting '" + e.getKey() + "' must be a string or a list of strings, not " + v);
+                        }
+                        values.add(x.textValue());
+                    }
+                    changes.put(e.getKey(), values);
+                } else {
+                    throw BackplaneException.invalid("trace setting '" + e.getKey() + "' must be a string or a list of strings, not " + v);
+                }
+            }
+            now = tracer.update(model, changes);
+        } else {
+            requireMethod(req.method(), HttpMethod.GET, path);
+            now = tracer.settings(model);
+        }
+        Map<String, List<String>> s = now;
+        reply.send(Responses.json(HttpResponseStatus.OK, write(g -> {
+            g.writeStartObject();
+            for (Map.Entry<String, List<String>> e : s.entrySet()) {
+                if (e.getValue().size() == 1 && !e.getKey().equals("trace_level")) {
+                    g.writeStringField(e.getKey(), e.getValue().get(0));
+                } else {
+                    g.writeArrayFieldStart(e.getKey());
+                    for (String v : e.getValue()) {
+                        g.writeString(v);
+                    }
+                    g.writeEndArray();
+                }
+            }
+            g.writeEndObject();
+        }), reply.keepAlive));
+    }
+
+    /** {@code GET|POST /v2/logging}: Triton's logging extension; POST applies the settings it names and answers them all. */
+    private void logging(FullHttpRequest req, int n, HttpMethod m, String path, Reply reply) {
+        LogControl control = logs;
+        if (n != 2) {
+            throw notFound(path);
+        }
+        if (control == null) {
+            throw new BackplaneException(ErrorCode.UNSUPPORTED, "this host offers no run-time logging control (logging extension)");
+        }
+        LogControl.Settings now;
+        if (m.equals(HttpMethod.POST)) {
+            JsonNode root = InferCodec.readJson(req.content());
+            if (!root.isObject()) {
+                throw BackplaneException.invalid("the log settings must be a JSON object, not " + root);
+            }
+            Map<String, Object> changes = new java.util.LinkedHashMap<>();
+            for (Map.Entry<String, JsonNode> e : root.properties()) {
+                JsonNode v = e.getValue();
+                changes.put(e.getKey(), v.isTextual() ? v.textValue() : v.isBoolean() ? v.booleanValue() : v.canConvertToLong() && v.isIntegralNumber()
+                        ? (Object) v.longValue() : v.toString());
+            }
+            now = control.update(LogSettingsCodec.merge(control.settings(), changes));
+        } else {
+            requireMethod(m, HttpMethod.GET, path);
+            now = control.settings();
+        }
+        LogControl.Settings s = now;
+        reply.send(Responses.json(HttpResponseStatus.OK, write(g -> {
+            g.writeStartObject();
+            for (Map.Entry<String, Object> e : LogSettingsCodec.toMap(s).entrySet()) {
+                switch (e.getValue()) {
+                    case Boolean b -> g.writeBooleanField(e.getKey(), b);
+                    case Integer i -> g.writeNumberField(e.getKey(), i);
+                    default -> g.writeStringField(e.getKey(), String.valueOf(e.getValue()));
+                }
+            }
+            g.writeEndObject();
+        }), reply.keepAlive));
     }
 
     /** {@code /v2/systemsharedmemory[/region/<r>]/{status,register,unregister}}, as Triton. */
@@ -365,6 +482,10 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
             version = ModelVersions.parse(seg.get(4));
             i = 5;
         }
+        if (i == 3 && n == 5 && seg.get(3).equals("trace") && seg.get(4).equals("setting")) {
+            traceSetting(req, model, path, reply);
+            return;
+        }
         String action = i == n ? "" : i == n - 1 ? seg.get(i) : null;
         if (action == null) {
             throw notFound(path);
@@ -420,13 +541,16 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
             }
         }
         InferCodec.Parsed parsed = InferCodec.parse(model, version, req.content(), headerLength, shm);
+        RequestTrace trace = tracer.start(model, req.headers().get(TRACEPARENT));
         CompletableFuture<InferenceResponse> f;
         try {
-            f = service.infer(parsed.request());
+            f = service.infer(trace == RequestTrace.NONE ? parsed.request() : parsed.request().toBuilder().trace(trace).build());
         } catch (RuntimeException e) {
             parsed.release();
+            trace.finish(e);
             throw e;
         }
+        f.whenComplete((r, e) -> trace.finish(e != null ? e : r.error()));
         GenericFutureListener<ChannelFuture> onClose = cf -> f.cancel(false);
         ChannelFuture closeFuture = reply.ctx.channel().closeFuture();
         if (!f.isDone()) {
@@ -655,19 +779,23 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         if (n == 5 && seg.get(2).equals("models") && (seg.get(4).equals("load") || seg.get(4).equals("unload"))) {
             String model = seg.get(3);
             boolean load = seg.get(4).equals("load");
+            LoadOverride override = LoadOverride.NONE;
             if (req.content().readableBytes() > 0) {
                 JsonNode root = InferCodec.readJson(req.content());
                 JsonNode p = root.get("parameters");
                 if (p != null && p.size() > 0) {
-                    throw new BackplaneException(ErrorCode.UNSUPPORTED, "repository " + seg.get(4) + " parameters " + p
-                            + " are not supported; load models from the repository as they are");
+                    if (!load) {
+                        throw new BackplaneException(ErrorCode.UNSUPPORTED, "repository unload parameters " + p + " are not supported");
+                    }
+                    override = loadOverride(model, p);
                 }
             }
+            LoadOverride o = override;
             try {
                 admin.execute(() -> {
                     try {
                         if (load) {
-                            service.load(model);
+                            service.load(model, o);
                         } else {
                             service.unload(model);
                         }
@@ -682,6 +810,22 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
             return;
         }
         throw notFound(path);
+    }
+
+    /** Triton's load parameters: {@code config} (a JSON string) and {@code file:<path>} (base64 strings). */
+    private static LoadOverride loadOverride(String model, JsonNode parameters) {
+        if (!parameters.isObject()) {
+            throw BackplaneException.invalid("'parameters' of a load must be an object, not " + parameters);
+        }
+        LoadParameters lp = LoadParameters.of(model);
+        for (var it = parameters.properties().iterator(); it.hasNext();) {
+            var e = it.next();
+            if (!e.getValue().isTextual()) {
+                throw lp.wrongType(e.getKey(), e.getValue().getNodeType().toString().toLowerCase(java.util.Locale.ROOT));
+            }
+            lp.text(e.getKey(), e.getValue().textValue());
+        }
+        return lp.override();
     }
 
     /** Triton's statistics extension body: {@code {"model_stats":[...]}}. */
@@ -745,7 +889,7 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
             g.writeStringField("name", "backplane");
             g.writeStringField("version", service.version());
             g.writeArrayFieldStart("extensions");
-            for (String e : EXTENSIONS) {
+            for (String e : Extensions.served(logs != null, tracer.serves())) {
                 g.writeString(e);
             }
             g.writeEndArray();

@@ -320,6 +320,43 @@ class HttpFrontendTest {
         assertEquals(2.0f, ByteBuffer.wrap(r.body(), n, 4).order(ByteOrder.LITTLE_ENDIAN).getFloat());
     }
 
+    @Test
+    void infer_binaryDataOutput_perOutputBinaryDataOverridesIt_asTriton() throws Exception {
+        String inputs = "\"inputs\":[{\"name\":\"IN_FP32\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[2.0]},"
+                + "{\"name\":\"IN_INT8\",\"datatype\":\"INT8\",\"shape\":[1],\"data\":[5]}]";
+        // Request-level true: an output that says nothing is binary, one that says binary_data=false stays JSON.
+        HttpResponse<byte[]> r = client.send(HttpRequest.newBuilder(URI.create(base + "/v2/models/all_types/infer"))
+                .POST(HttpRequest.BodyPublishers.ofString("{\"parameters\":{\"binary_data_output\":true}," + inputs
+                        + ",\"outputs\":[{\"name\":\"OUT_FP32\"},{\"name\":\"OUT_INT8\",\"parameters\":{\"binary_data\":false}}]}")).build(),
+                HttpResponse.BodyHandlers.ofByteArray());
+        assertEquals(200, r.statusCode(), new String(r.body(), StandardCharsets.UTF_8));
+        assertEquals("application/octet-stream", r.headers().firstValue("Content-Type").orElseThrow());
+        int n = Integer.parseInt(r.headers().firstValue("Inference-Header-Content-Length").orElseThrow());
+        JsonNode head = JSON.readTree(Arrays.copyOf(r.body(), n));
+        for (JsonNode o : head.get("outputs")) {
+            if (o.get("name").asText().equals("OUT_FP32")) {
+                assertEquals(4, o.get("parameters").get("binary_data_size").asInt(), o.toString());
+                assertFalse(o.has("data"), o.toString());
+            } else {
+                assertEquals("[5]", o.get("data").toString(), o.toString());
+                assertFalse(o.has("parameters"), o.toString());
+            }
+        }
+        assertEquals(n + 4, r.body().length);
+        assertEquals(2.0f, ByteBuffer.wrap(r.body(), n, 4).order(ByteOrder.LITTLE_ENDIAN).getFloat());
+
+        // Request-level false (the default) and nothing per output: plain JSON, no binary header.
+        HttpResponse<String> plain = post("/v2/models/all_types/infer", "{\"parameters\":{\"binary_data_output\":false}," + inputs
+                + ",\"outputs\":[{\"name\":\"OUT_FP32\"}]}");
+        assertEquals(200, plain.statusCode(), plain.body());
+        assertTrue(plain.headers().firstValue("Inference-Header-Content-Length").isEmpty());
+        assertEquals("[2.0]", json(plain).get("outputs").get(0).get("data").toString());
+
+        HttpResponse<String> notBool = post("/v2/models/all_types/infer", "{\"parameters\":{\"binary_data_output\":\"yes\"}," + inputs + "}");
+        assertEquals(400, notBool.statusCode(), notBool.body());
+        assertTrue(error(notBool).contains("binary_data_output"), notBool.body());
+    }
+
     static byte[] bytesElements(String... els) {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         for (String e : els) {
@@ -462,9 +499,11 @@ class HttpFrontendTest {
 
         HttpResponse<String> unknown = post("/v2/repository/models/nope/load", "");
         assertEquals(404, unknown.statusCode(), unknown.body());
-        HttpResponse<String> params = post("/v2/repository/models/spare/load", "{\"parameters\":{\"config\":\"{}\"}}");
-        assertEquals(501, params.statusCode(), "UNSUPPORTED is HTTP 501, as Triton answers");
-        assertTrue(error(params).contains("not supported"));
+        HttpResponse<String> escape = post("/v2/repository/models/spare/load", "{\"parameters\":{\"config\":\"{}\",\"file:../evil\":\"AAAA\"}}");
+        assertEquals(400, escape.statusCode(), escape.body());
+        assertTrue(error(escape).contains("file:../evil"), escape.body());
+        HttpResponse<String> unloadParams = post("/v2/repository/models/spare/unload", "{\"parameters\":{\"x\":\"y\"}}");
+        assertEquals(501, unloadParams.statusCode(), "UNSUPPORTED is HTTP 501, as Triton answers");
     }
 
     @Test

@@ -137,6 +137,23 @@ final class MetricsListener implements HostListener {
     }
 
     @Override
+    public void versionLoaded(String model, long version, long loadNanos) {
+        versionLoaded(model, version);
+        TritonMetrics t = triton;
+        if (!stopped && t != null) {
+            t.loaded(model, Long.toString(version), loadNanos);
+        }
+    }
+
+    @Override
+    public void versionUnloaded(String model, long version) {
+        TritonMetrics t = triton;
+        if (t != null) {
+            t.unloaded(model, Long.toString(version));
+        }
+    }
+
+    @Override
     public void requestAccepted(String model, long version) {
         if (!stopped) {
             ModelMeters m = of(model, version);

@@ -10,7 +10,8 @@ import java.util.concurrent.atomic.LongAdder;
 import java.util.function.ToLongFunction;
 
 /**
- * Triton's inference metric family ({@code nv_inference_*}) under Triton's exact names, which
+ * Triton's inference metric family ({@code nv_inference_*}, and {@code nv_model_load_duration_secs}
+ * per loaded model version) under Triton's exact names, which
  * dashboards and alerts written for Triton query. Rendered by hand in the Prometheus text format
  * because Micrometer appends {@code _total} to every counter, and Triton's counters have no such
  * suffix. Series are per model and version and exist only once {@link #series} created them (at
@@ -45,6 +46,13 @@ final class TritonMetrics {
     /** Set by the first response-cache event: Triton shows the nv_cache_* family only when the cache is in use. */
     private volatile boolean cacheUsed;
 
+    /** A loaded version's load time; {@code loads} counts the loaded copies (a reload loads the new beside the old). */
+    private record LoadTime(double seconds, int loads) {
+    }
+
+    /** nv_model_load_duration_secs: one entry per loaded model version, removed when its last copy unloads. */
+    private final Map<String, LoadTime> loadTimes = new ConcurrentSkipListMap<>();
+
     private static String key(String model, String version) {
         return "model=\"" + escape(model) + "\",version=\"" + escape(version) + "\"";
     }
@@ -52,6 +60,16 @@ final class TritonMetrics {
     /** The series of a model version, created if absent. */
     Series series(String model, String version) {
         return series.computeIfAbsent(key(model, version), k -> new Series());
+    }
+
+    /** A version finished loading in {@code nanos}. */
+    void loaded(String model, String version, long nanos) {
+        loadTimes.merge(key(model, version), new LoadTime(nanos / 1e9, 1), (old, now) -> new LoadTime(now.seconds(), old.loads() + 1));
+    }
+
+    /** A loaded copy of a version unloaded; its load time goes when no copy is left, as Triton's does. */
+    void unloaded(String model, String version) {
+        loadTimes.computeIfPresent(key(model, version), (k, old) -> old.loads() <= 1 ? null : new LoadTime(old.seconds(), old.loads() - 1));
     }
 
     void ended(Series s, Outcome outcome, long queueNanos, long computeNanos) {
@@ -112,6 +130,10 @@ final class TritonMetrics {
         out.append("# TYPE nv_inference_pending_request_count gauge\n");
         series.forEach((labels, s) -> out.append("nv_inference_pending_request_count{").append(labels).append("} ")
                 .append(Math.max(0, s.pending.get())).append('\n'));
+        out.append("# HELP nv_model_load_duration_secs Model load time in seconds\n");
+        out.append("# TYPE nv_model_load_duration_secs gauge\n");
+        loadTimes.forEach((labels, t) -> out.append("nv_model_load_duration_secs{").append(labels).append("} ")
+                .append(String.format(Locale.ROOT, "%.9f", t.seconds())).append('\n'));
     }
 
     private void counter(StringBuilder out, String name, String help, ToLongFunction<Series> value) {

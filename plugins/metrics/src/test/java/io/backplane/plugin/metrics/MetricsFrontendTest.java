@@ -116,6 +116,30 @@ class MetricsFrontendTest {
     }
 
     @Test
+    void modelLoadDuration_perLoadedVersion_keptOverReload_goneAfterUnload() throws Exception {
+        try (BackplaneHost host = BackplaneHost.builder().backend(new TestBackend()).modelControlMode(ModelControlMode.EXPLICIT)
+                .model(TestBackend.identity("identity", DataType.FP32)).model(TestBackend.identity("later", DataType.FP32))
+                .loadModel("identity").build();
+                MetricsFrontend metrics = (MetricsFrontend) new MetricsFrontendFactory().create(TestSupport.context(host,
+                        Map.of("host", "127.0.0.1", "port", "0")))) {
+            metrics.start();
+            String text = metrics.scrape();
+            assertTrue(text.contains("# TYPE nv_model_load_duration_secs gauge\n"), text);
+            // Loaded before the plugin started: the host replays its load time to the late listener.
+            assertTrue(sample(text, "nv_model_load_duration_secs", "model=\"identity\"", "version=\"1\"") >= 0, text);
+            assertEquals(-1.0, sample(text, "nv_model_load_duration_secs", "model=\"later\""), text);
+            host.load("later");
+            assertTrue(sample(metrics.scrape(), "nv_model_load_duration_secs", "model=\"later\"", "version=\"1\"") >= 0);
+            host.load("later"); // a reload loads the new copy beside the old, then unloads the old one
+            assertTrue(sample(metrics.scrape(), "nv_model_load_duration_secs", "model=\"later\"", "version=\"1\"") >= 0);
+            host.unload("later");
+            text = metrics.scrape();
+            assertEquals(-1.0, sample(text, "nv_model_load_duration_secs", "model=\"later\""), text);
+            assertTrue(sample(text, "nv_model_load_duration_secs", "model=\"identity\"", "version=\"1\"") >= 0, text);
+        }
+    }
+
+    @Test
     void series_existAtLoad_andUnknownNamesNeverGrowTheScrape() throws Exception {
         try (BackplaneHost host = BackplaneHost.builder().backend(new TestBackend()).modelControlMode(ModelControlMode.EXPLICIT)
                 .model(TestBackend.identity("identity", DataType.FP32)).model(TestBackend.identity("later", DataType.FP32))

@@ -3,7 +3,8 @@
 Protocol (see StubConnection.java for the design): control frames over a Unix socket
 (u32 length, u8 type, payload); executions and their results through the instance's
 shared-memory region, with sequence words in a control block that both sides spin on briefly
-before blocking on the socket.
+(when the host finds a core free for it) before sleeping on the word's futex (or on the socket,
+where either side has no futex).
 """
 
 # First of all, a session of its own: a terminal's Ctrl-C (SIGINT to the foreground process group)
@@ -49,6 +50,8 @@ F_HELLO, F_INIT_OK, F_INIT_ERR, F_PONG, F_WAKE_HOST, F_RESPONSE, F_LOG, F_FINALI
 # Control block words (int64 each) at the start of host chunk 0.
 W_MAGIC, W_TO_STUB_SEQ, W_MSG_CHUNK, W_MSG_OFF, W_MSG_LEN, W_STUB_WAITING = 0, 1, 2, 3, 4, 5
 W_REPLY_SEQ, W_REPLY_CHUNK, W_REPLY_OFF, W_REPLY_LEN, W_HOST_WAITING, W_REPLY_EXEC = 6, 7, 8, 9, 10, 11
+W_HOST_FUTEX, W_STUB_FUTEX, W_STUB_SPIN_NS = 12, 13, 14
+WAITING_SOCKET, WAITING_FUTEX = 1, 2
 MAGIC = 0x42504C4E50594731  # "BPLNPYG1"
 
 # Wire datatype codes: io.backplane.spi.DataType ordinals.
@@ -80,6 +83,36 @@ _out_tail = struct.Struct("<IQQ")
 
 class ProtocolError(Exception):
     pass
+
+
+class Futex:
+    """Shared (cross-process) futexes on 32-bit words of the control block, through libc's syscall()."""
+
+    def __init__(self, mm):
+        import ctypes
+        import platform
+        nr = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
+        if nr is None or not sys.platform.startswith("linux"):
+            raise OSError("no futex on %s/%s" % (sys.platform, platform.machine()))
+        fn = ctypes.CDLL(None, use_errno=True).syscall  # CDLL: the GIL is released during the call
+        fn.restype = ctypes.c_long
+        self._fn = fn
+        self._nr = ctypes.c_long(nr)
+        self._c_int = ctypes.c_int
+        self._anchor = ctypes.c_char.from_buffer(mm)  # keeps the mapping's address valid
+        self._base = ctypes.addressof(self._anchor)
+        self._all = ctypes.c_int(0x7FFFFFFF)
+
+    def addr(self, word):
+        import ctypes
+        return ctypes.c_void_p(self._base + 8 * word)  # the low half of a little-endian int64 word
+
+    def wait(self, addr, expected):
+        """Sleeps while the word's low 32 bits equal `expected`' low 32 bits (spurious returns allowed)."""
+        self._fn(self._nr, addr, 0, self._c_int(expected & 0xFFFFFFFF), None)
+
+    def wake(self, addr):
+        self._fn(self._nr, addr, 1, self._all, None)
 
 
 class Reader:
@@ -231,6 +264,7 @@ class Runtime:
         self.model_name = ""
         self.decoupled = False
         self.ctl = None
+        self.futex = None
         self.bls = backplane_bls.Bls(self, WIRE_TO_NUMPY, NUMPY_TO_WIRE, WIRE_BYTES)
         self.loop = backplane_execute.EventLoop(self.log)
         self.dropped_senders = queue.SimpleQueue()
@@ -262,7 +296,13 @@ class Runtime:
             if buf is None:
                 if not self.out:
                     return False
-                buf = memoryview(self.out.popleft())
+                if len(self.out) == 1:
+                    buf = memoryview(self.out.popleft())
+                else:  # every frame queued so far in one send
+                    parts = []
+                    while self.out and len(parts) < 256:
+                        parts.append(self.out.popleft())
+                    buf = memoryview(b"".join(parts))
             try:
                 n = self.sock.send(buf)
             except (BlockingIOError, InterruptedError):
@@ -547,22 +587,34 @@ class Runtime:
         ctl = self.ctl
         last = 0  # a fresh region per generation: the host's first execution is sequence 1
         clock = time.perf_counter_ns
+        futex = self.futex
+        seq_addr = futex.addr(W_TO_STUB_SEQ) if futex else None
+        reply_addr = futex.addr(W_REPLY_SEQ) if futex else None
         while not self.shutdown:
             s = ctl[W_TO_STUB_SEQ]
             if s == last:
-                deadline = clock() + self.spin_ns
-                i = 0
-                while ctl[W_TO_STUB_SEQ] == last:
-                    i += 1
-                    if (i & 63) == 0 and clock() > deadline:
-                        break
+                # The host decides per execution whether a core is free for this stub to spin on.
+                spin_ns = min(self.spin_ns, ctl[W_STUB_SPIN_NS])
+                if spin_ns > 0:
+                    deadline = clock() + spin_ns
+                    i = 0
+                    while ctl[W_TO_STUB_SEQ] == last:
+                        i += 1
+                        if (i & 63) == 0 and clock() > deadline:
+                            break
                 s = ctl[W_TO_STUB_SEQ]
                 if s == last:
-                    self.wake.clear()
-                    ctl[W_STUB_WAITING] = 1
-                    self.fence()
-                    if ctl[W_TO_STUB_SEQ] == last and not self.shutdown:
-                        self.wake.wait()
+                    if futex is not None:
+                        ctl[W_STUB_WAITING] = WAITING_FUTEX
+                        self.fence()
+                        while ctl[W_TO_STUB_SEQ] == last and not self.shutdown:
+                            futex.wait(seq_addr, last)
+                    else:
+                        self.wake.clear()
+                        ctl[W_STUB_WAITING] = WAITING_SOCKET
+                        self.fence()
+                        if ctl[W_TO_STUB_SEQ] == last and not self.shutdown:
+                            self.wake.wait()
                     ctl[W_STUB_WAITING] = 0
                     continue
             last = s
@@ -581,7 +633,10 @@ class Runtime:
             ctl[W_REPLY_EXEC] = exec_id
             ctl[W_REPLY_SEQ] = s
             self.fence()
-            if ctl[W_HOST_WAITING]:
+            waiting = ctl[W_HOST_WAITING]
+            if waiting == WAITING_FUTEX:
+                futex.wake(reply_addr)
+            elif waiting:
                 self.send_frame(F_WAKE_HOST)
             if self.left_open:
                 # Plain requests were left to their response senders: a young-generation collection finds a
@@ -589,6 +644,16 @@ class Runtime:
                 self.left_open = False
                 requests = None
                 gc.collect(0)
+
+    def wake_main_for_shutdown(self):
+        """Wakes the main thread from its futex sleep. It may have checked `shutdown` just before this
+        thread set it and be entering the sleep only now, so the wake repeats while it still sleeps."""
+        addr = self.futex.addr(W_TO_STUB_SEQ)
+        for _ in range(5000):
+            self.futex.wake(addr)
+            if self.ctl[W_STUB_WAITING] != WAITING_FUTEX:
+                return
+            time.sleep(0.001)
 
     def reader_loop(self):
         buf = bytearray()
@@ -627,6 +692,8 @@ class Runtime:
                 elif ftype == F_FINALIZE:
                     self.shutdown = True
                     self.wake.set()
+                    if self.futex is not None:
+                        self.wake_main_for_shutdown()
 
 
 def recv_exactly(sock, n):
@@ -744,6 +811,12 @@ def main():
     if rt.ctl[W_MAGIC] != MAGIC:
         raise ProtocolError("shared-memory control block has a bad magic number")
     del mm0
+    if rt.ctl[W_HOST_FUTEX] == 1:
+        try:
+            rt.futex = Futex(rt.host_chunks[0][0])
+            rt.ctl[W_STUB_FUTEX] = 1
+        except (OSError, AttributeError, ImportError, TypeError, ValueError) as e:
+            rt.log(pb_utils.LogLevel.VERBOSE, "stub wake-ups use the socket: %s" % e)
     # The reader runs from here on: initialize() may already wait for host replies (custom metrics).
     threading.Thread(target=rt.reader_loop, name="backplane-stub-reader", daemon=True).start()
     try:

@@ -1,0 +1,163 @@
+package io.backplane.backend.python;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.lang.management.ManagementFactory;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Which spins the machine can afford, JVM-wide, for every stub connection: spinning is decided by
+ * measured core availability, never by a fixed setting.
+ *
+ * <p>Every {@value #SAMPLE_MS} ms at most (lazily, by whichever thread asks), it reads the
+ * machine's busy time ({@code /proc/stat}) and subtracts what this JVM and its live stubs used
+ * ({@code /proc/self/stat}, {@code /proc/<pid>/stat}): what is left is the other processes'
+ * load, so our own spinning never closes the gate on itself (a load average does). The cores
+ * the others leave free are the spin slots. Then:
+ * <ul>
+ *   <li>a host thread waiting for a stub's result spins only while
+ *       {@code busy stubs + spinning host threads} stays within the free cores
+ *       ({@link #tryEnterHostSpin}); with more busy stubs than free cores, it blocks at once;</li>
+ *   <li>a stub spins for the next execution only while every live stub and its host waiter
+ *       would fit on the free cores ({@link #stubMaySpin}); with more instances than cores, a stub
+ *       blocks at once.</li>
+ * </ul>
+ * Where {@code /proc} cannot be read, the machine counts as fully free. Thread-safe.
+ */
+final class Cores {
+    static final int CORES = Runtime.getRuntime().availableProcessors();
+    private static final int SAMPLE_MS = 250;
+    private static final double TICK_NANOS = 1e9 / 100; // USER_HZ is 100 on every Linux ABI we run on
+    private static final Set<Long> STUB_PIDS = ConcurrentHashMap.newKeySet();
+    private static final Map<Long, Long> LAST_STUB_TICKS = new HashMap<>(); // guarded by the NEXT compare-and-set
+    private static final AtomicInteger HOST_SPINNERS = new AtomicInteger();
+    private static final AtomicInteger BUSY_STUBS = new AtomicInteger();
+    private static final AtomicLong NEXT = new AtomicLong(System.nanoTime());
+    private static final com.sun.management.OperatingSystemMXBean OS =
+            (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
+    private static volatile int freeCores = CORES;
+    // last sample (guarded by the NEXT compare-and-set)
+    private static long lastNanos = System.nanoTime();
+    private static long lastBusyTicks = -1;
+    private static long lastJvmNanos;
+
+    private Cores() {
+    }
+
+    static void stubStarted(long pid) {
+        if (pid > 0) {
+            STUB_PIDS.add(pid);
+        }
+    }
+
+    static void stubEnded(long pid) {
+        STUB_PIDS.remove(pid);
+    }
+
+    static void executionPosted() {
+        BUSY_STUBS.incrementAndGet();
+    }
+
+    static void executionReturned() {
+        BUSY_STUBS.decrementAndGet();
+    }
+
+    /** A host thread may spin for a result: call {@link #exitHostSpin} after, when true. */
+    static boolean tryEnterHostSpin() {
+        int free = freeCores();
+        int n = HOST_SPINNERS.incrementAndGet();
+        if (n + BUSY_STUBS.get() > free) {
+            HOST_SPINNERS.decrementAndGet();
+            return false;
+        }
+        return true;
+    }
+
+    static void exitHostSpin() {
+        HOST_SPINNERS.decrementAndGet();
+    }
+
+    /** Whether stubs may spin for their next execution now (each with its host waiter). */
+    static boolean stubMaySpin() {
+        return 2 * STUB_PIDS.size() <= freeCores();
+    }
+
+    /** The cores the other processes leave free (sampled at most every {@value #SAMPLE_MS} ms). */
+    static int freeCores() {
+        long now = System.nanoTime();
+        long n = NEXT.get();
+        if (now - n >= 0 && NEXT.compareAndSet(n, now + TimeUnit.MILLISECONDS.toNanos(SAMPLE_MS))) {
+            sample(now);
+        }
+        return freeCores;
+    }
+
+    private static void sample(long now) {
+        long busy = machineBusyTicks();
+        if (busy < 0) {
+            freeCores = CORES;
+            return;
+        }
+        long jvm = Math.max(0, OS.getProcessCpuTime());
+        double oursNanos = jvm - lastJvmNanos;
+        // Only stubs seen at both samples count: one that started or ended in between is left out.
+        Map<Long, Long> ticks = new HashMap<>();
+        for (Long pid : STUB_PIDS) {
+            long t = processTicks(pid);
+            ticks.put(pid, t);
+            Long before = LAST_STUB_TICKS.get(pid);
+            if (before != null && t >= before) {
+                oursNanos += (t - before) * TICK_NANOS;
+            }
+        }
+        if (lastBusyTicks >= 0 && now > lastNanos) {
+            double others = ((busy - lastBusyTicks) * TICK_NANOS - oursNanos) / (now - lastNanos);
+            freeCores = (int) Math.max(0, Math.min(CORES, Math.floor(CORES - Math.max(0, others) + 0.25)));
+        }
+        lastNanos = now;
+        lastBusyTicks = busy;
+        lastJvmNanos = jvm;
+        LAST_STUB_TICKS.clear();
+        LAST_STUB_TICKS.putAll(ticks);
+    }
+
+    /** user+nice+system+irq+softirq+steal ticks of all cores, or -1 where /proc/stat is unreadable. */
+    private static long machineBusyTicks() {
+        try (BufferedReader r = Files.newBufferedReader(Path.of("/proc/stat"), StandardCharsets.US_ASCII)) {
+            String line = r.readLine();
+            if (line == null || !line.startsWith("cpu ")) {
+                return -1;
+            }
+            String[] f = line.trim().split("\\s+");
+            long busy = 0;
+            for (int i = 1; i < f.length && i <= 8; i++) {
+                if (i != 4 && i != 5) { // idle, iowait
+                    busy += Long.parseLong(f[i]);
+                }
+            }
+            return busy;
+        } catch (IOException | RuntimeException e) {
+            return -1;
+        }
+    }
+
+    /** utime+stime ticks of a process, 0 when it is gone. */
+    private static long processTicks(long pid) {
+        try {
+            String s = Files.readString(Path.of("/proc/" + pid + "/stat"), StandardCharsets.US_ASCII);
+            String[] f = s.substring(s.lastIndexOf(')') + 2).split(" ");
+            return Long.parseLong(f[11]) + Long.parseLong(f[12]); // fields 14 and 15
+        } catch (IOException | RuntimeException e) {
+            return 0;
+        }
+    }
+}
