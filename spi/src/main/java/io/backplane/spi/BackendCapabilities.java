@@ -34,6 +34,7 @@ public final class BackendCapabilities {
     private final InstanceKind preferredInstanceKind;
     private final boolean batching;
     private final boolean decoupled;
+    private final boolean childRequests;
     private final Set<String> configSections;
 
     private BackendCapabilities(Builder b) {
@@ -42,6 +43,7 @@ public final class BackendCapabilities {
         this.preferredInstanceKind = b.preferredInstanceKind;
         this.batching = b.batching;
         this.decoupled = b.decoupled;
+        this.childRequests = b.childRequests;
         this.configSections = Set.copyOf(b.configSections);
     }
 
@@ -83,6 +85,17 @@ public final class BackendCapabilities {
     }
 
     /**
+     * Whether the backend's models may start child requests (BLS, {@code ScheduledRequest.startChild})
+     * from {@code execute} and wait for them. True unless the backend declares otherwise. Only for a
+     * backend that declares {@code false} may the core run an ensemble step of its models on the
+     * worker thread of the step before (no thread hand-off): a step waiting for a child request there
+     * could wait for the very worker it borrowed.
+     */
+    public boolean childRequests() {
+        return childRequests;
+    }
+
+    /**
      * Top-level Triton {@code config.pbtxt} sections the core does not model but this backend
      * reads itself (e.g. {@code optimization}); the core accepts them for this backend's models
      * instead of refusing them. Empty by default.
@@ -95,19 +108,19 @@ public final class BackendCapabilities {
     @Override
     public boolean equals(Object o) {
         return o instanceof BackendCapabilities c && platforms.equals(c.platforms) && modelFileNames.equals(c.modelFileNames)
-                && preferredInstanceKind == c.preferredInstanceKind && batching == c.batching && decoupled == c.decoupled
+                && preferredInstanceKind == c.preferredInstanceKind && batching == c.batching && decoupled == c.decoupled && childRequests == c.childRequests
                 && configSections.equals(c.configSections);
     }
 
     @Override
     public int hashCode() {
-        return Objects.hash(platforms, modelFileNames, preferredInstanceKind, batching, decoupled, configSections);
+        return Objects.hash(platforms, modelFileNames, preferredInstanceKind, batching, decoupled, childRequests, configSections);
     }
 
     @Override
     public String toString() {
         return "BackendCapabilities[platforms=" + platforms + ", modelFileNames=" + modelFileNames + ", preferredInstanceKind="
-                + preferredInstanceKind + ", batching=" + batching + ", decoupled=" + decoupled + ", configSections=" + configSections + "]";
+                + preferredInstanceKind + ", batching=" + batching + ", decoupled=" + decoupled + ", childRequests=" + childRequests + ", configSections=" + configSections + "]";
     }
 
     /** Builds {@link BackendCapabilities}; not thread-safe. */
@@ -117,6 +130,7 @@ public final class BackendCapabilities {
         private InstanceKind preferredInstanceKind = InstanceKind.CPU;
         private boolean batching = true;
         private boolean decoupled = true;
+        private boolean childRequests = true;
         private final Set<String> configSections = new LinkedHashSet<>();
 
         private Builder() {
@@ -163,6 +177,12 @@ public final class BackendCapabilities {
         /** Whether the backend serves decoupled models. */
         public Builder decoupled(boolean v) {
             decoupled = v;
+            return this;
+        }
+
+        /** Whether the backend's models may start child requests (BLS); see {@link BackendCapabilities#childRequests()}. */
+        public Builder childRequests(boolean v) {
+            childRequests = v;
             return this;
         }
 

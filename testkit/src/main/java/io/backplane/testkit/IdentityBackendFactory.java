@@ -43,6 +43,12 @@ public final class IdentityBackendFactory implements BackendFactory {
         return Spi.VERSION;
     }
 
+    /** Its models never start child requests, so the core may run their ensemble steps without a hand-off. */
+    @Override
+    public io.backplane.spi.BackendCapabilities capabilities() {
+        return io.backplane.spi.BackendCapabilities.builder().childRequests(false).build();
+    }
+
     /**
      * An identity model {@code name}: {@code IN0 → OUT0}, FP32 with one variable dimension, no
      * batching, {@code instances} CPU instances.

@@ -57,8 +57,11 @@ final class Admission implements RequestState.Hold {
     private final int defaultQueueBound;
     /** The instances an ensemble step may run on without a hand-off (a model without a batcher), see {@link StepTrampoline}. */
     private List<InstanceSlot> stepSlots = List.of();
-    /** Whether a request of this version ever started a child request: its steps then never borrow another model's worker. */
-    private volatile boolean startsChildren;
+    /**
+     * Whether a request of this version ever started a child request, or its backend may start them
+     * ({@code BackendCapabilities.childRequests()}): its steps then never borrow another model's worker.
+     */
+    private volatile boolean startsChildren = true;
     private @Nullable EnsembleScheduler ensemble;
     /** The host's response cache when this model uses it, else null. */
     private final @Nullable ResponseCache cache;
@@ -106,8 +109,9 @@ final class Admission implements RequestState.Hold {
      * the idle instances in {@code callerRuns} on the calling thread; ensemble steps may run on
      * {@code steps} from a thread with a {@link StepTrampoline}. LOADING → READY.
      */
-    void open(BatchGuard queue, List<InstanceSlot> callerRuns, List<InstanceSlot> steps, long loadNanos) {
+    void open(BatchGuard queue, List<InstanceSlot> callerRuns, List<InstanceSlot> steps, boolean noChildRequests, long loadNanos) {
         this.queue = requireNonNull(queue, "queue is null");
+        this.startsChildren = !noChildRequests;
         this.inline = List.copyOf(callerRuns);
         this.stepSlots = List.copyOf(steps);
         state.set(ModelState.READY);

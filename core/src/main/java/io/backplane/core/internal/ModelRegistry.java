@@ -154,7 +154,8 @@ public final class ModelRegistry {
                                 + "; add a numeric folder such as " + def.directory().resolve("1"));
                     }
                     for (long v : def.versions()) {
-                        loaded.add(ModelVersion.load(name, v, config, def.directory(), backend, bctx, batcher, host));
+                        loaded.add(ModelVersion.load(name, v, config, def.directory(), backend, bctx, batcher, host,
+                                plugins.capabilities(backendName).childRequests()));
                     }
                 }
             } catch (Throwable t) {

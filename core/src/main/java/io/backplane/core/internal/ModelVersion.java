@@ -93,6 +93,17 @@ final class ModelVersion {
      */
     public static ModelVersion load(String name, long version, ModelConfig config, Path modelDirectory, Backend backend,
             BackendContext backendContext, BatcherFactory batcherFactory, HostContext host) {
+        return load(name, version, config, modelDirectory, backend, backendContext, batcherFactory, host, true);
+    }
+
+    /**
+     * As {@link #load(String, long, ModelConfig, Path, Backend, BackendContext, BatcherFactory, HostContext)};
+     * {@code childRequests}: whether the backend's models may start child requests
+     * ({@link io.backplane.spi.BackendCapabilities#childRequests()}). Only when they may not does a
+     * worker of another model run this model's ensemble steps itself ({@link StepTrampoline}).
+     */
+    public static ModelVersion load(String name, long version, ModelConfig config, Path modelDirectory, Backend backend,
+            BackendContext backendContext, BatcherFactory batcherFactory, HostContext host, boolean childRequests) {
         long started = System.nanoTime();
         long executeTimeout = executeTimeout(config);
         Classification classes = Classification.load(config, modelDirectory);
@@ -140,7 +151,7 @@ final class ModelVersion {
             throw BackplaneException.wrap(t, "model '" + name + "' version " + version + " failed to load");
         }
         v.loadNanos = System.nanoTime() - started;
-        v.admission.open(requireNonNull(v.batches), callerRuns, stepSlots, v.loadNanos);
+        v.admission.open(requireNonNull(v.batches), callerRuns, stepSlots, !childRequests, v.loadNanos);
         if (!warmup.isEmpty()) {
             // Before the registry publishes the version: no client sees it ready until its warm-up ran.
             try {

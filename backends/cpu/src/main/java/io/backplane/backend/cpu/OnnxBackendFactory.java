@@ -34,7 +34,7 @@ public final class OnnxBackendFactory implements BackendFactory {
     @Override
     public BackendCapabilities capabilities() {
         return BackendCapabilities.builder().platforms("onnxruntime_onnx").modelFileNames("model.onnx").preferredInstanceKind(InstanceKind.CPU)
-                .batching(true).decoupled(false).build();
+                .batching(true).decoupled(false).childRequests(false).build();
     }
 
     @Override

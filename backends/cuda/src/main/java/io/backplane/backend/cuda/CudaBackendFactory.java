@@ -35,7 +35,7 @@ public final class CudaBackendFactory implements BackendFactory {
     @Override
     public BackendCapabilities capabilities() {
         return BackendCapabilities.builder().modelFileNames("model.ptx", "model.cubin").preferredInstanceKind(InstanceKind.GPU).batching(true)
-                .decoupled(false).build();
+                .decoupled(false).childRequests(false).build();
     }
 
     @Override
