@@ -211,7 +211,11 @@ class ServeAbuseTest {
         public void close() {
             if (process.isAlive()) {
                 try {
-                    process.destroyForcibly().waitFor(60, TimeUnit.SECONDS);
+                    // SIGTERM first, so a test that failed early still leaves no shm files or folders behind; SIGKILL if it hangs
+                    process.destroy();
+                    if (!process.waitFor(30, TimeUnit.SECONDS)) {
+                        process.destroyForcibly().waitFor(60, TimeUnit.SECONDS);
+                    }
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                 }
@@ -572,10 +576,11 @@ class ServeAbuseTest {
             System.out.println("[soak] " + minutes + " min: sent " + sent + ", ok " + ok + ", other statuses " + refused + " " + statuses + ", lost " + lost
                     + ", mismatched " + mismatched + ", cancelled " + cancelled + ", stub kills " + stubKills + ", unload/reloads " + reloads);
             Files.write(DIST.getParent().resolve("soak.txt"), samples);
+            s.signal("TERM", false);
+            int exit = s.awaitExit();
             assertEquals(0, lost.get(), "requests without a status");
             assertEquals(0, mismatched.get(), "responses carrying another request's result");
-            s.signal("TERM", false);
-            assertEquals(0, s.awaitExit(), s.output());
+            assertEquals(0, exit, s.output());
             assertEquals(List.of(), shmFiles(s.pid), "shared-memory files left");
             assertEquals(List.of(), ownedBy(s.pid), "temporary folders left");
         }
