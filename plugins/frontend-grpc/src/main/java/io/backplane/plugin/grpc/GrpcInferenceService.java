@@ -229,14 +229,18 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
             obs.onError(status(t));
             return;
         }
-        f.whenComplete((r, e) -> {
-            held.close();
-            trace.finish(e != null ? e : r.error());
-        });
         if (obs instanceof ServerCallStreamObserver<ModelInferResponse> sco && !f.isDone()) {
             sco.setOnCancelHandler(() -> f.cancel(false));
         }
+        // One callback, in this order: the trace ends and the memory is returned before the reply goes out, so a
+        // client holding its answer finds a finished trace (two callbacks on one future run in no set order).
         f.whenComplete((r, e) -> {
+            held.close();
+            try {
+                trace.finish(e != null ? e : r.error());
+            } catch (RuntimeException bad) {
+                log.warn("the request trace failed to finish; the reply is still sent", bad);
+            }
             if (e != null) {
                 parsed.release();
                 obs.onError(status(e));

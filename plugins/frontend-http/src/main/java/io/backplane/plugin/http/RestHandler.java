@@ -550,13 +550,18 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
             trace.finish(e);
             throw e;
         }
-        f.whenComplete((r, e) -> trace.finish(e != null ? e : r.error()));
         GenericFutureListener<ChannelFuture> onClose = cf -> f.cancel(false);
         ChannelFuture closeFuture = reply.ctx.channel().closeFuture();
         if (!f.isDone()) {
             closeFuture.addListener(onClose);
         }
+        // One callback: the trace ends before the reply goes out (two callbacks on one future run in no set order).
         f.whenComplete((r, e) -> {
+            try {
+                trace.finish(e != null ? e : r.error());
+            } catch (RuntimeException bad) {
+                log.warn("the request trace failed to finish; the reply is still sent", bad);
+            }
             closeFuture.removeListener(onClose);
             if (e != null) {
                 parsed.release();
