@@ -3,6 +3,8 @@ package io.backplane.plugin.http;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.util.ReferenceCountUtil;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -28,12 +30,23 @@ import org.slf4j.LoggerFactory;
  * <p>The {@link Limiter} bounds the connections of one frontend: above {@code max_connections},
  * a new connection evicts the connection that has been idle (or stuck in its headers) the
  * longest, so a flood of idle connections cannot lock out a client that sends requests; when
- * every connection is busy the new one is closed at once.
+ * every connection is busy the new one is refused.
+ *
+ * <p>An evicted or refused connection is never just dropped: a keep-alive client may have sent
+ * its next request already, and a bare close would lose it without a status. The connection
+ * gets a 503 with {@code Connection: close}, then a half-close: the server stops writing, reads
+ * and discards what the client still sends (so the kernel does not answer it with a reset that
+ * could destroy the 503 before the client reads it), and closes when the client does or after
+ * {@link #DRAIN_MILLIS}. (Over TLS the connection is closed at once: a 503 would need the
+ * handshake first.)
  */
 final class ConnectionGuard extends ChannelInboundHandlerAdapter {
     private static final Logger log = LoggerFactory.getLogger(ConnectionGuard.class);
 
     private enum Phase { IDLE, HEADERS, BODY, BUSY }
+
+    /** How long a rejected connection is drained before the server closes it anyway. */
+    static final long DRAIN_MILLIS = 2_000;
 
     /** The connections of one frontend, bounded. Thread-safe. */
     static final class Limiter {
@@ -99,6 +112,7 @@ final class ConnectionGuard extends ChannelInboundHandlerAdapter {
     private @Nullable Future<?> timer;
     private boolean partial;
     private boolean broken;
+    private boolean draining;
 
     ConnectionGuard(Limiter limiter, FrontendOptions options) {
         this.limiter = limiter;
@@ -111,7 +125,8 @@ final class ConnectionGuard extends ChannelInboundHandlerAdapter {
         if (!limiter.admit(this)) {
             log.debug("http connection from {} refused: {} connections open (option max_connections) and none idle",
                     ctx.channel().remoteAddress(), options.maxConnections());
-            ctx.close();
+            reject("the server is at its limit of " + options.maxConnections()
+                    + " connections (option max_connections) and every one is busy; retry, or raise max_connections");
             return;
         }
         enter(Phase.IDLE);
@@ -127,6 +142,10 @@ final class ConnectionGuard extends ChannelInboundHandlerAdapter {
 
     @Override
     public void channelRead(ChannelHandlerContext ctx, Object msg) {
+        if (draining) {
+            ReferenceCountUtil.release(msg);
+            return;
+        }
         lastActivity = System.nanoTime();
         if (phase == Phase.IDLE) {
             enter(Phase.HEADERS);
@@ -145,9 +164,48 @@ final class ConnectionGuard extends ChannelInboundHandlerAdapter {
             return false;
         }
         if (c != null) {
-            c.channel().close();
+            c.executor().execute(() -> rejectIdle("the server is at its limit of " + options.maxConnections()
+                    + " connections (option max_connections) and closed this idle connection to serve a new one; retry on a new connection"));
         }
         return true;
+    }
+
+    /** Evicts the connection unless a request of it got under way since it was chosen (the limit is soft by one then). */
+    private void rejectIdle(String why) {
+        if (phase == Phase.IDLE || phase == Phase.HEADERS) {
+            reject(why);
+        }
+    }
+
+    /**
+     * Answers 503 with {@code Connection: close} and half-closes (see the class comment). Runs on
+     * the connection's event loop, only while no request of the connection is being served, so
+     * the 503 is the next reply in order.
+     */
+    private void reject(String why) {
+        ChannelHandlerContext c = ctx;
+        if (c == null || draining || !c.channel().isActive()) {
+            return;
+        }
+        cancelTimer();
+        if (c.pipeline().get("tls") != null) {
+            c.close(); // a 503 needs the handshake first; TLS clients see the close
+            return;
+        }
+        draining = true;
+        broken = true;
+        phase = Phase.BUSY;
+        c.channel().config().setAutoRead(true);
+        c.channel().writeAndFlush(Responses.error(HttpResponseStatus.SERVICE_UNAVAILABLE, why, false)).addListener((ChannelFutureListener) f -> {
+            if (!f.isSuccess() || !(f.channel() instanceof SocketChannel sc)) {
+                f.channel().close();
+                return;
+            }
+            sc.shutdownOutput();
+            c.executor().schedule(() -> {
+                c.channel().close();
+            }, DRAIN_MILLIS, TimeUnit.MILLISECONDS);
+        });
     }
 
     /** A request's headers were decoded. */
