@@ -83,6 +83,7 @@ final class GrpcFrontend implements Frontend {
         });
         try {
             InetSocketAddress address = new InetSocketAddress(options.host(), options.port());
+            InboundBudget budget = new InboundBudget(service);
             NettyServerBuilder builder = options.sslCert() == null ? NettyServerBuilder.forAddress(address)
                     : NettyServerBuilder.forAddress(address, credentials(options));
             if (options.maxConnectionIdleMillis() > 0) {
@@ -99,6 +100,8 @@ final class GrpcFrontend implements Frontend {
                     .handshakeTimeout(options.handshakeTimeoutMillis(), TimeUnit.MILLISECONDS)
                     .intercept(new TritonHeaders())
                     .intercept(new RestrictedProtocol(options.restricted()))
+                    .intercept(budget)
+                    .addStreamTracerFactory(budget)
                     .bossEventLoopGroup(boss).workerEventLoopGroup(workers)
                     .channelFactory(() -> new CappedServerChannel(connections, options.maxConnections()))
                     .directExecutor()

@@ -124,6 +124,80 @@ class GrpcHardeningTest {
         }
     }
 
+    /**
+     * Issue 15 item 1 over gRPC: a message larger than the budget is refused while the transport
+     * reads it, before it is assembled in direct memory, and nothing of it stays held.
+     */
+    @Test
+    void memoryBudget_hugeMessage_refusedWhileRead_thenServes() throws Exception {
+        memoryBudget = 4 << 20;
+        start(Map.of());
+        var c = client(InsecureChannelCredentials.create(), "localhost");
+        StatusRuntimeException e = assertThrows(StatusRuntimeException.class, () -> c.modelInfer(raw(4 << 20))); // 16 MiB
+        assertEquals(Status.Code.RESOURCE_EXHAUSTED, e.getStatus().getCode(), e.getStatus().toString());
+        String d = e.getStatus().getDescription();
+        assertTrue(d.contains("a gRPC message to") && d.contains("ModelInfer") && d.contains("memory budget"), d);
+        assertTrue(host.memoryUsage().refused() >= 1, host.memoryUsage().toString());
+        assertEquals(1, c.modelInfer(infer(1)).getOutputsCount());
+        awaitNothingHeld();
+    }
+
+    /** Many large messages at once against a small budget: each call gets OK or RESOURCE_EXHAUSTED, never INTERNAL, and the budget empties. */
+    @Test
+    void memoryBudget_concurrentLargeMessages_okOrResourceExhausted() throws Exception {
+        memoryBudget = 8 << 20;
+        start(Map.of());
+        var c = client(InsecureChannelCredentials.create(), "localhost");
+        int callers = 8;
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(callers);
+        List<Status.Code> codes = java.util.Collections.synchronizedList(new ArrayList<>());
+        try {
+            java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
+            List<java.util.concurrent.Future<?>> done = new ArrayList<>();
+            for (int t = 0; t < callers; t++) {
+                int floats = (3 << 20) / 4 + t * 4096; // about 3 MiB each, sizes differ
+                done.add(pool.submit(() -> {
+                    go.await();
+                    for (int i = 0; i < 3; i++) {
+                        try {
+                            c.modelInfer(raw(floats));
+                            codes.add(Status.Code.OK);
+                        } catch (StatusRuntimeException ex) {
+                            codes.add(ex.getStatus().getCode());
+                            assertEquals(Status.Code.RESOURCE_EXHAUSTED, ex.getStatus().getCode(), ex.getStatus().toString());
+                        }
+                    }
+                    return null;
+                }));
+            }
+            go.countDown();
+            for (java.util.concurrent.Future<?> f : done) {
+                f.get(120, TimeUnit.SECONDS);
+            }
+        } finally {
+            pool.shutdownNow();
+            assertTrue(pool.awaitTermination(30, TimeUnit.SECONDS));
+        }
+        assertEquals(callers * 3, codes.size(), codes.toString());
+        assertTrue(codes.contains(Status.Code.OK), codes.toString());
+        assertEquals(1, c.modelInfer(infer(1)).getOutputsCount());
+        awaitNothingHeld();
+    }
+
+    void awaitNothingHeld() throws InterruptedException {
+        long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+        while (host.memoryUsage().heldBytes() != 0) {
+            assertTrue(System.nanoTime() < deadline, "bytes still held: " + host.memoryUsage());
+            Thread.sleep(5);
+        }
+    }
+
+    static ModelInferRequest raw(int floats) {
+        var in = ModelInferRequest.InferInputTensor.newBuilder().setName("IN0").setDatatype("FP32").addShape(floats);
+        return ModelInferRequest.newBuilder().setModelName("identity").addInputs(in)
+                .addRawInputContents(com.google.protobuf.ByteString.copyFrom(new byte[floats * 4])).build();
+    }
+
     static ModelInferRequest infer(int floats) {
         var in = ModelInferRequest.InferInputTensor.newBuilder().setName("IN0").setDatatype("FP32").addShape(floats);
         var contents = InferTensorContents.newBuilder();
