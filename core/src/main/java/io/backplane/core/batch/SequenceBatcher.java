@@ -56,8 +56,10 @@ import org.jspecify.annotations.Nullable;
  * time or failure is remembered (bounded), and its next request without the start flag fails
  * naming the id and why; an id never seen fails as unknown.
  *
- * <p>One lock guards all state; waits are at most {@link #MAX_WAIT_NANOS}; rejections go through
- * {@link BatcherContext#reject} outside the lock.
+ * <p>One lock guards all state; a wait for a batch's delay or a sequence's idle expiry is at most
+ * {@link #MAX_WAIT_NANOS} (an injected clock that jumps is seen soon); with nothing queued and
+ * no sequence that can expire, a worker waits for work or its own timeout, so an idle model
+ * wakes no thread. Rejections go through {@link BatcherContext#reject} outside the lock.
  */
 final class SequenceBatcher implements Batcher {
     static final long MAX_WAIT_NANOS = TimeUnit.MILLISECONDS.toNanos(5);
@@ -102,6 +104,8 @@ final class SequenceBatcher implements Batcher {
     private final Condition work = lock.newCondition();
     private final Map<Key, Sequence> active = new HashMap<>();
     private final LinkedHashMap<Key, Sequence> backlog = new LinkedHashMap<>();
+    /** Waits of workers on {@code work}, for tests (guarded by the lock). */
+    private long waits;
     private final LinkedHashMap<Key, String> released = new LinkedHashMap<>(16, 0.75f, false) {
         private static final long serialVersionUID = 1L;
 
@@ -370,7 +374,9 @@ final class SequenceBatcher implements Batcher {
                 if (left <= 0) {
                     return List.of();
                 }
-                work.awaitNanos(Math.min(Math.min(left, wait), MAX_WAIT_NANOS));
+                long bounded = Math.min(wait, idleExpiry(now));
+                waits++;
+                work.awaitNanos(Math.min(left, bounded == Long.MAX_VALUE ? Long.MAX_VALUE : Math.min(bounded, MAX_WAIT_NANOS)));
             }
             for (int i = 0; i < batch.size(); i++) {
                 ScheduledRequest r = batch.get(i);
@@ -428,7 +434,7 @@ final class SequenceBatcher implements Batcher {
             }
         }
         if (ready.isEmpty()) {
-            return MAX_WAIT_NANOS;
+            return Long.MAX_VALUE; // nothing to form: wait for an enqueue (which signals)
         }
         if (oldest) {
             ready.sort(Comparator.comparingLong(s -> s.queue.peekFirst().arrivalNanos()));
@@ -486,6 +492,32 @@ final class SequenceBatcher implements Batcher {
         } finally {
             lock.unlock();
         }
+    }
+
+    /** How many times workers waited for work, for tests. */
+    long waits() {
+        lock.lock();
+        try {
+            return waits;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** How long until the first sequence that may be released for idleness expires ({@link Long#MAX_VALUE}: none can). */
+    private long idleExpiry(long now) {
+        if (idleNanos <= 0 || inUse == 0) {
+            return Long.MAX_VALUE;
+        }
+        long first = Long.MAX_VALUE;
+        for (Sequence[] row : slots) {
+            for (Sequence s : row) {
+                if (s != null && s.queue.isEmpty() && s.inFlight == null) {
+                    first = Math.min(first, Math.max(1, s.lastActivity + idleNanos + 1 - now));
+                }
+            }
+        }
+        return first;
     }
 
     private void releaseIdle(long now) {
