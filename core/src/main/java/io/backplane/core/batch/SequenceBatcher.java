@@ -58,7 +58,8 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>One lock guards all state; a wait for a batch's delay or a sequence's idle expiry is at most
  * {@link #MAX_WAIT_NANOS} (an injected clock that jumps is seen soon); with nothing queued and
- * no sequence that can expire, a worker waits for work or its own timeout (not every 5 ms). Rejections go through {@link BatcherContext#reject} outside the lock.
+ * no sequence that can expire, a worker waits for work or its own timeout (not every 5 ms).
+ * Rejections go through {@link BatcherContext#reject} outside the lock.
  */
 final class SequenceBatcher implements Batcher {
     static final long MAX_WAIT_NANOS = TimeUnit.MILLISECONDS.toNanos(5);
