@@ -363,8 +363,11 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
     // ---- sinks ----
 
     /**
-     * The future of one {@link #infer}. A caller blocking on it spins briefly first ({@link Spin}):
-     * a fast model's response then reaches it without a second thread wake-up.
+     * The future of one {@link #infer}. A caller blocking on it without a timeout first runs the request itself when
+     * it still waits in its queue and an instance is idle ({@link io.backplane.core.internal.Joinable}:
+     * no hand-off to the worker, no wake-up back; the thread would block anyway, so no event loop
+     * ever runs a model this way), then spins briefly ({@link Spin}): a fast model's response then
+     * reaches it without a second thread wake-up.
      */
     private static final class InferFuture extends CompletableFuture<InferenceResponse> implements ResponseSink {
         private final Spin spin;
@@ -376,25 +379,40 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
 
         @Override
         public InferenceResponse get() throws InterruptedException, ExecutionException {
-            spin.await(this::isDone);
+            helpThenSpin();
             return super.get();
         }
 
         @Override
         public InferenceResponse get(long timeout, TimeUnit unit) throws InterruptedException, ExecutionException, TimeoutException {
-            spin.await(this::isDone);
+            spin.await(this::isDone); // never helps: running the model here could outlast the caller's timeout
             return super.get(timeout, unit);
         }
 
         @Override
         public InferenceResponse join() {
-            spin.await(this::isDone);
+            helpThenSpin();
             return super.join();
+        }
+
+        private void helpThenSpin() {
+            if (isDone()) {
+                return;
+            }
+            if (request instanceof io.backplane.core.internal.Joinable j && j.help()) {
+                return;
+            }
+            spin.await(this::isDone);
         }
 
         @Override
         public boolean streams() {
             return false;
+        }
+
+        @Override
+        public boolean joins() {
+            return true;
         }
 
         @Override

@@ -32,7 +32,7 @@ public final class NoneBatcherFactory implements BatcherFactory {
      * before it parks, so a steady caller's request is handed over without a thread wake-up; a
      * worker whose wait timed out parks at once next time, so an idle model uses no CPU.
      */
-    private static final class NoneBatcher implements Batcher {
+    private static final class NoneBatcher implements Batcher, io.backplane.core.internal.Withdrawable {
         private static final ScheduledRequest CLOSED = new Poison();
         private final LinkedBlockingQueue<ScheduledRequest> queue = new LinkedBlockingQueue<>();
         private final Spin spin = new Spin(50, TimeUnit.MICROSECONDS);
@@ -75,6 +75,11 @@ public final class NoneBatcherFactory implements BatcherFactory {
         @Override
         public void cancelled(ScheduledRequest request) {
             queue.remove(request);
+        }
+
+        @Override
+        public boolean withdraw(ScheduledRequest request) {
+            return queue.remove(request);
         }
 
         @Override

@@ -204,6 +204,8 @@ final class Admission implements RequestState.Hold {
                     return r;
                 }
             }
+        } else if (sink.joins() && !stepSlots.isEmpty()) {
+            r.helpers(stepSlots); // its caller blocks on it and may run it while it still waits here
         }
         q.enqueue(r);
         return r;

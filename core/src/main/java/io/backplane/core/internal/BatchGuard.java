@@ -83,6 +83,24 @@ final class BatchGuard implements InstanceSlot.BatchSource {
         }
     }
 
+    /**
+     * Takes queued {@code r} back for a caller that will run it on its own thread: only from a
+     * batcher that can give it back atomically ({@link Withdrawable}), and never with
+     * {@code preserve_ordering} (its slots are reserved in the order batches leave the batcher).
+     */
+    @Override
+    public boolean withdraw(RequestState r) {
+        if (dispatchLock != null || !(batcher instanceof Withdrawable w)) {
+            return false;
+        }
+        try {
+            return w.withdraw(r);
+        } catch (Throwable t) {
+            log.warn("the batcher of model '{}' failed to give back {}", model(), r.describe(), t);
+            return false;
+        }
+    }
+
     /** A queued request was withdrawn by the core (cancel): tell the batcher. */
     void cancelled(RequestState r) {
         try {

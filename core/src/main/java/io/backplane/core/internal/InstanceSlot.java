@@ -62,6 +62,11 @@ final class InstanceSlot {
         /** Caller-runs: dispatches {@code r} alone; false if it already ended or was taken. */
         boolean dispatch(RequestState r);
 
+        /** Takes queued {@code r} back from the batcher for a caller that runs it ({@link Joinable}); false when it cannot. */
+        default boolean withdraw(RequestState r) {
+            return false;
+        }
+
         /** Whether nothing is queued. */
         boolean isIdle();
     }
@@ -162,7 +167,12 @@ final class InstanceSlot {
         int failures = 0;
         while (running) {
             if (needsRestart()) {
-                failures = restart(failures);
+                claim(); // no caller runs on the incarnation being replaced
+                try {
+                    failures = restart(failures);
+                } finally {
+                    busy.set(false);
+                }
                 continue;
             }
             List<RequestState> batch;
@@ -208,8 +218,14 @@ final class InstanceSlot {
         }
     }
 
-    /** The worker waits for a caller running inline to finish (rare: only with caller-runs). */
+    /** The worker waits for a caller running inline to finish (caller-runs, or a caller helping its own request). */
     private void claim() {
+        for (int i = 0; i < 200; i++) {
+            if (busy.compareAndSet(false, true)) {
+                return; // an inline run of a quick model ends within a few spins
+            }
+            Thread.onSpinWait();
+        }
         while (!busy.compareAndSet(false, true)) {
             java.util.concurrent.locks.LockSupport.parkNanos(20_000);
         }
@@ -232,6 +248,29 @@ final class InstanceSlot {
                 return true; // cancelled meanwhile: it has ended
             }
             execute(i, List.of(r));
+            return true;
+        } finally {
+            busy.set(false);
+        }
+    }
+
+    /**
+     * A caller blocking on queued {@code r} runs it here ({@link Joinable}) when this instance is
+     * idle and the batcher gives the request back; false (and nothing done) otherwise. The
+     * instance is claimed first, so a worker that has just taken {@code r} keeps it.
+     */
+    boolean tryHelp(RequestState r) {
+        if (executeTimeoutMillis > 0 || decoupled || busy.get() || !busy.compareAndSet(false, true)) {
+            return false; // an execute timeout interrupts the running thread: never a caller's
+        }
+        try {
+            ModelInstance i = instance;
+            if (i == null || needsRestart() || !running || !source.withdraw(r)) {
+                return false;
+            }
+            if (source.dispatch(r)) {
+                execute(i, List.of(r));
+            }
             return true;
         } finally {
             busy.set(false);

@@ -258,7 +258,33 @@ final class RequestState implements ScheduledRequest, ResponseSender {
         return new Handle(this);
     }
 
-    private record Handle(RequestState r) implements RequestHandle {
+    /** The instances a caller blocking on this request may run it on ({@link Joinable}); empty: none. */
+    private volatile List<InstanceSlot> helpers = List.of();
+
+    /** Lets the caller that blocks on this queued request run it on one of {@code slots}. */
+    void helpers(List<InstanceSlot> slots) {
+        helpers = slots;
+    }
+
+    private boolean help() {
+        List<InstanceSlot> h = helpers;
+        if (h.isEmpty() || isClosed()) {
+            return false;
+        }
+        for (InstanceSlot s : h) {
+            if (s.tryHelp(this)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private record Handle(RequestState r) implements RequestHandle, Joinable {
+        @Override
+        public boolean help() {
+            return r.help();
+        }
+
         @Override
         public long id() {
             return r.id;

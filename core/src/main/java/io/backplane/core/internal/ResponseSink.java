@@ -26,4 +26,13 @@ public interface ResponseSink {
     default boolean streams() {
         return true;
     }
+
+    /**
+     * Whether a caller will block on this request's result (the embedded {@code infer} future):
+     * such a caller may run the request itself while it waits ({@link Joinable#help}), which is
+     * safe because the thread would block anyway.
+     */
+    default boolean joins() {
+        return false;
+    }
 }
