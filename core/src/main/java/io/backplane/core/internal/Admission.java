@@ -104,6 +104,9 @@ final class Admission implements RequestState.Hold {
         return state.get();
     }
 
+    /** Runs a queued request on the caller that blocks on it, on the first idle instance ({@link Joinable}). */
+    private java.util.function.Predicate<RequestState> helpOnIdle = r -> false;
+
     /**
      * Starts admitting: requests queue through {@code queue}; with caller-runs, they may first try
      * the idle instances in {@code callerRuns} on the calling thread; ensemble steps may run on
@@ -114,6 +117,15 @@ final class Admission implements RequestState.Hold {
         this.startsChildren = !noChildRequests;
         this.inline = List.copyOf(callerRuns);
         this.stepSlots = List.copyOf(steps);
+        List<InstanceSlot> helpers = this.stepSlots;
+        this.helpOnIdle = r -> {
+            for (InstanceSlot slot : helpers) {
+                if (slot.tryHelp(r)) {
+                    return true;
+                }
+            }
+            return false;
+        };
         state.set(ModelState.READY);
         host.listener().versionLoaded(name, version, loadNanos);
     }
@@ -205,7 +217,7 @@ final class Admission implements RequestState.Hold {
                 }
             }
         } else if (sink.joins() && !stepSlots.isEmpty()) {
-            r.helpers(stepSlots); // its caller blocks on it and may run it while it still waits here
+            r.helper(helpOnIdle); // its caller blocks on it and may run it while it still waits here
         }
         q.enqueue(r);
         return r;

@@ -258,25 +258,17 @@ final class RequestState implements ScheduledRequest, ResponseSender {
         return new Handle(this);
     }
 
-    /** The instances a caller blocking on this request may run it on ({@link Joinable}); empty: none. */
-    private volatile List<InstanceSlot> helpers = List.of();
+    /** Runs this request on the caller blocking on it, when an instance is idle ({@link Joinable}); null: never. */
+    private volatile java.util.function.@Nullable Predicate<RequestState> helper;
 
-    /** Lets the caller that blocks on this queued request run it on one of {@code slots}. */
-    void helpers(List<InstanceSlot> slots) {
-        helpers = slots;
+    /** Lets the caller that blocks on this queued request run it through {@code h} (its version's instances). */
+    void helper(java.util.function.Predicate<RequestState> h) {
+        helper = h;
     }
 
     private boolean help() {
-        List<InstanceSlot> h = helpers;
-        if (h.isEmpty() || isClosed()) {
-            return false;
-        }
-        for (InstanceSlot s : h) {
-            if (s.tryHelp(this)) {
-                return true;
-            }
-        }
-        return false;
+        var h = helper;
+        return h != null && !isClosed() && h.test(this);
     }
 
     private record Handle(RequestState r) implements RequestHandle, Joinable {
