@@ -156,6 +156,8 @@ final class StubConnection {
     private MemorySegment ctl = MemorySegment.NULL;
     private final MemorySegment futexTimeout = Futex.timeout(java.lang.foreign.Arena.ofAuto(), 20);
     private long nextExecId = 1;
+    /** Wake-ups the host sent to a sleeping stub (futex wakes and WAKE frames); execute's thread writes it. */
+    private final AtomicLong stubWakeupsSent = new AtomicLong();
     private long toStubSeq;
     private volatile @Nullable Execution current;
     private volatile @Nullable Execution abandonedCurrent;
@@ -226,6 +228,52 @@ final class StubConnection {
         MemorySegment c = ctl;
         return c != MemorySegment.NULL && c.get(ValueLayout.JAVA_LONG, Wire.W_HOST_FUTEX) == 1L
                 && (long) LONG.getVolatile(c, Wire.W_STUB_FUTEX) == 1L;
+    }
+
+    /** Wake-ups sent to a sleeping stub so far (at most one per time it went to sleep, {@link #stubSleeps}). */
+    long stubWakeupsSent() {
+        return stubWakeupsSent.get();
+    }
+
+    /** How often the stub's main thread went to sleep for an execution (the stub counts it in the control block). */
+    long stubSleeps() {
+        return controlWord(Wire.W_STUB_SLEEPS);
+    }
+
+    /** How often a blocking call of the stub's sleep returned (a wake-up, or a spurious return). */
+    long stubWakeups() {
+        return controlWord(Wire.W_STUB_WAKEUPS);
+    }
+
+    /** Whether the stub's main thread is asleep, or about to sleep, waiting for an execution. */
+    boolean stubSleeping() {
+        return controlWord(Wire.W_STUB_WAITING) != 0;
+    }
+
+    /** Sends a heartbeat now and returns its sequence number; {@link #heartbeatAnswered} tells when the PONG came. */
+    long heartbeat() {
+        long seq;
+        synchronized (this) {
+            seq = ++pingSeq;
+        }
+        pingSentNanos = System.nanoTime();
+        trySend(Wire.F_PING, new Wire.Out(8).u64(seq).toByteArray());
+        return seq;
+    }
+
+    /** Whether the PONG of heartbeat {@code seq} arrived (or a later heartbeat superseded it). */
+    boolean heartbeatAnswered(long seq) {
+        return pingSentNanos == 0 || pingSeqSent() != seq;
+    }
+
+    private long controlWord(long word) {
+        regionLock.readLock().lock();
+        try {
+            MemorySegment c = ctl;
+            return c == MemorySegment.NULL || region == null || dead.get() ? -1 : (long) LONG.getVolatile(c, word);
+        } finally {
+            regionLock.readLock().unlock();
+        }
     }
 
     long pid() {
@@ -748,8 +796,10 @@ final class StubConnection {
                 LONG.setVolatile(ctl, Wire.W_TO_STUB_SEQ, e.seq);
                 long waiting = (long) LONG.getVolatile(ctl, Wire.W_STUB_WAITING);
                 if (waiting == Wire.WAITING_FUTEX) {
+                    stubWakeupsSent.incrementAndGet();
                     Futex.wakeAll(ctl.asSlice(Wire.W_TO_STUB_SEQ, 4));
                 } else if (waiting != 0) {
+                    stubWakeupsSent.incrementAndGet();
                     trySend(Wire.F_WAKE, new byte[0]);
                 }
                 got = awaitReply(e);

@@ -51,6 +51,9 @@ F_HELLO, F_INIT_OK, F_INIT_ERR, F_PONG, F_WAKE_HOST, F_RESPONSE, F_LOG, F_FINALI
 W_MAGIC, W_TO_STUB_SEQ, W_MSG_CHUNK, W_MSG_OFF, W_MSG_LEN, W_STUB_WAITING = 0, 1, 2, 3, 4, 5
 W_REPLY_SEQ, W_REPLY_CHUNK, W_REPLY_OFF, W_REPLY_LEN, W_HOST_WAITING, W_REPLY_EXEC = 6, 7, 8, 9, 10, 11
 W_HOST_FUTEX, W_STUB_FUTEX, W_STUB_SPIN_NS = 12, 13, 14
+# Stub-written counters (diagnostics and tests): how often the main thread went to sleep for an
+# execution, and how often a blocking call of that sleep returned.
+W_STUB_SLEEPS, W_STUB_WAKEUPS = 15, 16
 WAITING_SOCKET, WAITING_FUTEX = 1, 2
 MAGIC = 0x42504C4E50594731  # "BPLNPYG1"
 
@@ -604,17 +607,20 @@ class Runtime:
                             break
                 s = ctl[W_TO_STUB_SEQ]
                 if s == last:
+                    ctl[W_STUB_SLEEPS] += 1
                     if futex is not None:
                         ctl[W_STUB_WAITING] = WAITING_FUTEX
                         self.fence()
                         while ctl[W_TO_STUB_SEQ] == last and not self.shutdown:
                             futex.wait(seq_addr, last)
+                            ctl[W_STUB_WAKEUPS] += 1
                     else:
                         self.wake.clear()
                         ctl[W_STUB_WAITING] = WAITING_SOCKET
                         self.fence()
                         if ctl[W_TO_STUB_SEQ] == last and not self.shutdown:
                             self.wake.wait()
+                            ctl[W_STUB_WAKEUPS] += 1
                     ctl[W_STUB_WAITING] = 0
                     continue
             last = s
