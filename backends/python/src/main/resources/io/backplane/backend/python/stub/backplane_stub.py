@@ -71,6 +71,10 @@ TRITON_TO_WIRE_ERROR = {0: EC_UNKNOWN, 1: EC_INTERNAL, 2: EC_NOT_FOUND, 3: EC_IN
                         5: EC_UNSUPPORTED, 6: EC_ALREADY_EXISTS, 7: EC_CANCELLED}
 
 ALIGN = 64
+# The scratch block: the result of a plain execution and its small outputs are bump-allocated here
+# instead of from the arena (no first-fit search, no free list per request for a few floats). It is
+# reused from the start once the host has read the result, i.e. when the next execution arrives.
+SCRATCH_BYTES = 64 << 10
 SHM_DIR = "/dev/shm"
 
 _u32 = struct.Struct("<I")
@@ -263,6 +267,8 @@ class Runtime:
         self.ack_lock = threading.Lock()
         self.next_token = 1
         self.sync_blocks = []
+        self.scratch = None  # (chunk, offset, size) of the scratch block, taken from the arena at start
+        self.scratch_used = 0
         self.model = None
         self.model_name = ""
         self.decoupled = False
@@ -372,7 +378,19 @@ class Runtime:
         return u8[off:off + n]
 
     # ---- encoding responses ----
-    def write_tensor(self, out, t, blocks):
+    def scratch_alloc(self, n):
+        """(chunk, offset) of n bytes in the scratch block, or None when they do not fit."""
+        sc = self.scratch
+        if sc is None:
+            return None
+        used = self.scratch_used
+        size = max(ALIGN, (n + ALIGN - 1) & ~(ALIGN - 1))
+        if used + size > sc[2]:
+            return None
+        self.scratch_used = used + size
+        return sc[0], sc[1] + used
+
+    def write_tensor(self, out, t, blocks, scratch=False):
         arr = t._array
         if t._bf16:
             code = WIRE_BF16
@@ -387,9 +405,13 @@ class Runtime:
             data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
         n = data.shape[0]
         if n:
-            c, off, size = self.arena.alloc(n)
+            where = self.scratch_alloc(n) if scratch else None
+            if where is None:
+                c, off, size = self.arena.alloc(n)
+                blocks.append((c, off, size))
+            else:
+                c, off = where
             self.arena.chunks[c][0][off:off + n] = data
-            blocks.append((c, off, size))
         else:
             c, off = 0, 0
         w_str(out, t.name())
@@ -398,7 +420,7 @@ class Runtime:
         out += struct.pack("<%dq" % arr.ndim, *arr.shape)
         out += _out_tail.pack(c, off, n)
 
-    def write_response(self, out, resp, blocks):
+    def write_response(self, out, resp, blocks, scratch=False):
         err = resp.error()
         if err is not None:
             out.append(1)
@@ -409,7 +431,7 @@ class Runtime:
         outs = resp.output_tensors()
         out += struct.pack("<H", len(outs))
         for t in outs:
-            self.write_tensor(out, t, blocks)
+            self.write_tensor(out, t, blocks, scratch)
         w_str(out, resp.parameters() or "{}")
 
     def write_error(self, out, code, message):
@@ -569,14 +591,18 @@ class Runtime:
                 out.append(1)
                 mark = len(out)
                 try:
-                    self.write_response(out, o[1], blocks)
+                    self.write_response(out, o[1], blocks, True)
                 except Exception as e:
                     del out[mark:]
                     self.write_error(out, EC_INTERNAL, "response for request '%s' could not be sent: %s: %s"
                                      % (req._request_id, type(e).__name__, e))
-        c, off, size = self.arena.alloc(len(out))
+        where = self.scratch_alloc(len(out))
+        if where is None:
+            c, off, size = self.arena.alloc(len(out))
+            blocks.append((c, off, size))
+        else:
+            c, off = where
         self.arena.chunks[c][0][off:off + len(out)] = out
-        blocks.append((c, off, size))
         return c, off, len(out), blocks
 
     def close_request(self, req, response):
@@ -624,10 +650,11 @@ class Runtime:
                     ctl[W_STUB_WAITING] = 0
                     continue
             last = s
-            # The host has consumed the previous result: its blocks are free again.
+            # The host has consumed the previous result: its blocks, and the scratch block, are free again.
             if self.sync_blocks:
                 self.arena.release(self.sync_blocks)
                 self.sync_blocks = []
+            self.scratch_used = 0
             chunk, off, n = ctl[W_MSG_CHUNK], ctl[W_MSG_OFF], ctl[W_MSG_LEN]
             msg = self.host_slice(chunk, off, n).tobytes()
             exec_id, requests = self.parse_exec(msg)
@@ -835,6 +862,8 @@ def main():
         rt.flush_before_exit()
         sock.close()
         os._exit(1)
+    # At most 1/16 of the stub's shared-memory limit (shm_max_bytes), so a small limit keeps its room.
+    rt.scratch = rt.arena.alloc(min(SCRATCH_BYTES, max(ALIGN, (rt.arena.limit // 16) & ~(ALIGN - 1))))
     rt.send_frame(F_INIT_OK)
     threading.Thread(target=backplane_execute.end_dropped_senders, args=(rt,), name="backplane-stub-senders",
                      daemon=True).start()
