@@ -33,6 +33,7 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
     private volatile @Nullable StubConnection stub;
     private volatile String lastFailure = "";
     private final Thread monitor;
+    private volatile long monitorRounds; // written by the monitor thread only
     private @Nullable Thread restarter;
 
     private PythonInstance(PythonModel model, InstanceContext context) {
@@ -190,8 +191,19 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
         }
     }
 
+    /** Monitor rounds run so far (tests: an idle instance runs none). */
+    long monitorRounds() {
+        return monitorRounds;
+    }
+
+    /** Whether the monitor is parked without a timeout (it has no work to watch). */
+    boolean monitorIdle() {
+        return monitor.getState() == Thread.State.WAITING;
+    }
+
     private void monitorLoop() {
         while (state != State.CLOSED) {
+            monitorRounds++;
             StubConnection s = stub;
             boolean busy = false;
             try {

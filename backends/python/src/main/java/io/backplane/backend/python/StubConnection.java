@@ -57,7 +57,10 @@ import org.slf4j.MDC;
  * then sets {@code STUB_WAITING}, re-checks and blocks on the socket, so the host sends a WAKE
  * frame only to a sleeping stub. The result comes back the same way ({@code REPLY_SEQ},
  * {@code HOST_WAITING}, WAKE_HOST). A busy instance therefore pays no socket round trip, and an
- * idle one burns no CPU. The store-then-load pairs on both sides are separated by full fences
+ * idle one burns no CPU. A message of a few requests goes into one reusable host block (the
+ * message scratch, back with the connection once its result is read; quarantined with an abandoned
+ * execution), and the stub bump-allocates a plain result and its small outputs in a scratch block
+ * of its own, reused once the host posts the next execution: small requests allocate nothing. The store-then-load pairs on both sides are separated by full fences
  * (volatile accesses here, a lock-prefixed atomic in Python), so no wake-up is lost; the host's
  * park is also timed as a safety net.
  *
@@ -78,6 +81,8 @@ final class StubConnection {
     private static final SecureRandom RANDOM = new SecureRandom();
     private static final DataType[] TYPES = DataType.values();
     private static final int TAIL_LINES = 20;
+    /** Size of the reusable block that carries an execution message of a few requests (no allocation per request). */
+    static final int MSG_SCRATCH_BYTES = 4096;
 
     /** Callbacks to the owning instance. */
     interface Owner {
@@ -105,6 +110,8 @@ final class StubConnection {
         /** Counted down once {@link #failAll} has ended every request of this execution. */
         final java.util.concurrent.CountDownLatch failed = new java.util.concurrent.CountDownLatch(1);
         SharedRegion.@Nullable Block msgBlock;
+        /** {@link #msgBlock} is the connection's message scratch block: it goes back to the connection, not to the region. */
+        boolean msgInScratch;
 
         Execution(long id) {
             this.id = id;
@@ -156,6 +163,15 @@ final class StubConnection {
     private MemorySegment ctl = MemorySegment.NULL;
     private final MemorySegment futexTimeout = Futex.timeout(java.lang.foreign.Arena.ofAuto(), 20);
     private long nextExecId = 1;
+    /**
+     * The message scratch block while no execution holds it. Taken by {@link #execute} for a message
+     * that fits, given back when that execution's result has been read ({@link #processResult}); an
+     * abandoned execution keeps it quarantined (DESIGN P4), and later messages are allocated.
+     */
+    private volatile SharedRegion.@Nullable Block msgScratch;
+    private boolean msgScratchMade;
+    /** Wake-ups the host sent to a sleeping stub (futex wakes and WAKE frames); execute's thread writes it. */
+    private final AtomicLong stubWakeupsSent = new AtomicLong();
     private long toStubSeq;
     private volatile @Nullable Execution current;
     private volatile @Nullable Execution abandonedCurrent;
@@ -228,6 +244,52 @@ final class StubConnection {
                 && (long) LONG.getVolatile(c, Wire.W_STUB_FUTEX) == 1L;
     }
 
+    /** Wake-ups sent to a sleeping stub so far (at most one per time it went to sleep, {@link #stubSleeps}). */
+    long stubWakeupsSent() {
+        return stubWakeupsSent.get();
+    }
+
+    /** How often the stub's main thread went to sleep for an execution (the stub counts it in the control block). */
+    long stubSleeps() {
+        return controlWord(Wire.W_STUB_SLEEPS);
+    }
+
+    /** How often a blocking call of the stub's sleep returned (a wake-up, or a spurious return). */
+    long stubWakeups() {
+        return controlWord(Wire.W_STUB_WAKEUPS);
+    }
+
+    /** Whether the stub's main thread is asleep, or about to sleep, waiting for an execution. */
+    boolean stubSleeping() {
+        return controlWord(Wire.W_STUB_WAITING) != 0;
+    }
+
+    /** Sends a heartbeat now and returns its sequence number; {@link #heartbeatAnswered} tells when the PONG came. */
+    long heartbeat() {
+        long seq;
+        synchronized (this) {
+            seq = ++pingSeq;
+        }
+        pingSentNanos = System.nanoTime();
+        trySend(Wire.F_PING, new Wire.Out(8).u64(seq).toByteArray());
+        return seq;
+    }
+
+    /** Whether the PONG of heartbeat {@code seq} arrived (or a later heartbeat superseded it). */
+    boolean heartbeatAnswered(long seq) {
+        return pingSentNanos == 0 || pingSeqSent() != seq;
+    }
+
+    private long controlWord(long word) {
+        regionLock.readLock().lock();
+        try {
+            MemorySegment c = ctl;
+            return c == MemorySegment.NULL || region == null || dead.get() ? -1 : (long) LONG.getVolatile(c, word);
+        } finally {
+            regionLock.readLock().unlock();
+        }
+    }
+
     long pid() {
         Process p = process;
         return p == null ? -1 : p.pid();
@@ -245,12 +307,16 @@ final class StubConnection {
         return stalled;
     }
 
-    /** Host-chunk bytes held by executions (inputs, messages), including quarantined ones. */
+    /**
+     * Host-chunk bytes held by executions (inputs, messages), including quarantined ones; the
+     * message scratch block counts only while an execution holds it.
+     */
     long allocatedBytes() {
         regionLock.readLock().lock();
         try {
             SharedRegion r = region;
-            return r == null || dead.get() ? 0 : r.allocatedBytes();
+            SharedRegion.Block idle = msgScratch;
+            return r == null || dead.get() ? 0 : r.allocatedBytes() - (idle == null ? 0 : idle.size());
         } finally {
             regionLock.readLock().unlock();
         }
@@ -722,7 +788,18 @@ final class StubConnection {
             msg.u32(generation).u64(e.id).u16(e.reqs.size());
             msg.write(reqs.buffer(), 0, reqs.size());
             try {
-                e.msgBlock = reg.allocate(msg.size());
+                if (!msgScratchMade) {
+                    msgScratchMade = true;
+                    msgScratch = reg.allocate(MSG_SCRATCH_BYTES);
+                }
+                SharedRegion.Block scratch = msgScratch;
+                if (scratch != null && msg.size() <= MSG_SCRATCH_BYTES) {
+                    msgScratch = null;
+                    e.msgInScratch = true;
+                    e.msgBlock = scratch;
+                } else {
+                    e.msgBlock = reg.allocate(msg.size());
+                }
             } catch (RuntimeException ex) {
                 for (Req r : e.reqs) {
                     releaseBlocks(reg, r);
@@ -748,8 +825,10 @@ final class StubConnection {
                 LONG.setVolatile(ctl, Wire.W_TO_STUB_SEQ, e.seq);
                 long waiting = (long) LONG.getVolatile(ctl, Wire.W_STUB_WAITING);
                 if (waiting == Wire.WAITING_FUTEX) {
+                    stubWakeupsSent.incrementAndGet();
                     Futex.wakeAll(ctl.asSlice(Wire.W_TO_STUB_SEQ, 4));
                 } else if (waiting != 0) {
+                    stubWakeupsSent.incrementAndGet();
                     trySend(Wire.F_WAKE, new byte[0]);
                 }
                 got = awaitReply(e);
@@ -971,7 +1050,11 @@ final class StubConnection {
         SharedRegion.Block mb = e.msgBlock;
         if (mb != null) {
             e.msgBlock = null;
-            reg.free(mb);
+            if (e.msgInScratch) {
+                msgScratch = mb;
+            } else {
+                reg.free(mb);
+            }
         }
         for (Req r : e.reqs) {
             maybeRelease(reg, r);

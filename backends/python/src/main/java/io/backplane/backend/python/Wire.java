@@ -65,6 +65,10 @@ final class Wire {
     static final long W_STUB_FUTEX = 104;
     /** How long the stub may spin for its next execution, in ns (host-written, per execution; 0: sleep at once). */
     static final long W_STUB_SPIN_NS = 112;
+    /** Stub-written counter: how often the stub's main thread went to sleep for an execution. */
+    static final long W_STUB_SLEEPS = 120;
+    /** Stub-written counter: how often a blocking call of that sleep returned. */
+    static final long W_STUB_WAKEUPS = 128;
     /** The value of W_STUB_WAITING / W_HOST_WAITING for a side asleep on the futex (1: asleep on the socket). */
     static final long WAITING_FUTEX = 2;
     static final long CONTROL_BYTES = 4096;

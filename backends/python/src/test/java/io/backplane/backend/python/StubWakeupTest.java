@@ -8,7 +8,12 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.Tensor;
+import io.backplane.testkit.Await;
 import io.backplane.testkit.Reply;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -78,7 +83,77 @@ class StubWakeupTest {
                 throw new AssertionError("a concurrent round trip failed", failure.get());
             }
             assertEquals(1, h.stub().generation(), "the stub was restarted");
+            assertWakeupsOnlyToSleepers(h.stub(), 200 + 6 * 60);
         }
+    }
+
+    /**
+     * With spinning allowed and one caller in a tight loop, the host still wakes the stub only when
+     * it went to sleep: never more wake-ups than sleeps, never more sleeps than executions.
+     */
+    @Test
+    void roundTrips_spinOn_wakeupsOnlyToASleepingStub() throws Exception {
+        try (Harness h = new Harness(Configs.identity(), Map.of(StubSettings.SPIN, "200"), false)) {
+            for (int i = 0; i < 300; i++) {
+                float[] x = {i};
+                assertArrayEquals(x, call(h, x), "request " + i);
+            }
+            assertWakeupsOnlyToSleepers(h.stub(), 300);
+        }
+    }
+
+    /**
+     * An idle stub and an idle host use no CPU: once the last result is in, the stub's main thread
+     * sleeps and nothing wakes it, nor the instance's monitor, over a window of 20 heartbeat round
+     * trips (which wake only the stub's socket reader); the main thread's CPU time does not move.
+     * The window is counted in round trips, not time. The next request then wakes it exactly once.
+     */
+    @Test
+    void idle_afterRoundTrips_nothingWakesStubOrMonitor() throws Exception {
+        try (Harness h = new Harness(Configs.identity(), Map.of(), false)) {
+            for (int i = 0; i < 50; i++) {
+                float[] x = {i, 1};
+                assertArrayEquals(x, call(h, x), "request " + i);
+            }
+            StubConnection s = h.stub();
+            Await.until(() -> s.stubSleeping() && h.instance().monitorIdle(), Duration.ofSeconds(10),
+                    "the stub's main thread asleep and the monitor parked after the last result");
+            long wakeups = s.stubWakeups();
+            long sleeps = s.stubSleeps();
+            long sent = s.stubWakeupsSent();
+            long rounds = h.instance().monitorRounds();
+            long mainTicks = mainThreadTicks(s.pid());
+            for (int i = 0; i < 20; i++) {
+                long seq = s.heartbeat();
+                Await.until(() -> s.heartbeatAnswered(seq), Duration.ofSeconds(10), "the PONG of heartbeat " + seq);
+            }
+            assertEquals(wakeups, s.stubWakeups(), "the idle stub's main thread woke up");
+            assertEquals(sleeps, s.stubSleeps(), "the idle stub's main thread went to sleep again");
+            assertEquals(sent, s.stubWakeupsSent(), "the host woke an idle stub");
+            assertEquals(rounds, h.instance().monitorRounds(), "the idle instance's monitor ran");
+            assertEquals(mainTicks, mainThreadTicks(s.pid()), "the idle stub's main thread used CPU");
+            assertTrue(s.stubSleeping(), "the idle stub's main thread is not asleep");
+
+            float[] x = {7};
+            assertArrayEquals(x, call(h, x), "the request after the idle window");
+            assertEquals(sent + 1, s.stubWakeupsSent(), "wake-ups the host sent for the request after the idle window");
+            assertTrue(s.stubWakeups() > wakeups, "the request after the idle window did not wake the stub");
+        }
+    }
+
+    private static void assertWakeupsOnlyToSleepers(StubConnection s, int executions) {
+        long sent = s.stubWakeupsSent();
+        long sleeps = s.stubSleeps();
+        assertTrue(sent <= sleeps, "the host sent " + sent + " wake-ups to a stub that slept " + sleeps + " times");
+        // A WAKE frame that arrives after the stub found its execution anyway can end one later sleep early.
+        assertTrue(sleeps <= executions + 1 + sent, "the stub slept " + sleeps + " times around " + executions + " executions");
+    }
+
+    /** utime+stime (ticks) of the stub's main thread, from /proc. */
+    private static long mainThreadTicks(long pid) throws Exception {
+        String stat = Files.readString(Path.of("/proc/" + pid + "/task/" + pid + "/stat"), StandardCharsets.US_ASCII);
+        String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+        return Long.parseLong(f[11]) + Long.parseLong(f[12]);
     }
 
     @Test

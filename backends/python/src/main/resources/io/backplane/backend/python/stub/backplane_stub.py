@@ -51,6 +51,9 @@ F_HELLO, F_INIT_OK, F_INIT_ERR, F_PONG, F_WAKE_HOST, F_RESPONSE, F_LOG, F_FINALI
 W_MAGIC, W_TO_STUB_SEQ, W_MSG_CHUNK, W_MSG_OFF, W_MSG_LEN, W_STUB_WAITING = 0, 1, 2, 3, 4, 5
 W_REPLY_SEQ, W_REPLY_CHUNK, W_REPLY_OFF, W_REPLY_LEN, W_HOST_WAITING, W_REPLY_EXEC = 6, 7, 8, 9, 10, 11
 W_HOST_FUTEX, W_STUB_FUTEX, W_STUB_SPIN_NS = 12, 13, 14
+# Stub-written counters (diagnostics and tests): how often the main thread went to sleep for an
+# execution, and how often a blocking call of that sleep returned.
+W_STUB_SLEEPS, W_STUB_WAKEUPS = 15, 16
 WAITING_SOCKET, WAITING_FUTEX = 1, 2
 MAGIC = 0x42504C4E50594731  # "BPLNPYG1"
 
@@ -68,6 +71,10 @@ TRITON_TO_WIRE_ERROR = {0: EC_UNKNOWN, 1: EC_INTERNAL, 2: EC_NOT_FOUND, 3: EC_IN
                         5: EC_UNSUPPORTED, 6: EC_ALREADY_EXISTS, 7: EC_CANCELLED}
 
 ALIGN = 64
+# The scratch block: the result of a plain execution and its small outputs are bump-allocated here
+# instead of from the arena (no first-fit search, no free list per request for a few floats). It is
+# reused from the start once the host has read the result, i.e. when the next execution arrives.
+SCRATCH_BYTES = 64 << 10
 SHM_DIR = "/dev/shm"
 
 _u32 = struct.Struct("<I")
@@ -260,6 +267,8 @@ class Runtime:
         self.ack_lock = threading.Lock()
         self.next_token = 1
         self.sync_blocks = []
+        self.scratch = None  # (chunk, offset, size) of the scratch block, taken from the arena at start
+        self.scratch_used = 0
         self.model = None
         self.model_name = ""
         self.decoupled = False
@@ -369,7 +378,19 @@ class Runtime:
         return u8[off:off + n]
 
     # ---- encoding responses ----
-    def write_tensor(self, out, t, blocks):
+    def scratch_alloc(self, n):
+        """(chunk, offset) of n bytes in the scratch block, or None when they do not fit."""
+        sc = self.scratch
+        if sc is None:
+            return None
+        used = self.scratch_used
+        size = max(ALIGN, (n + ALIGN - 1) & ~(ALIGN - 1))
+        if used + size > sc[2]:
+            return None
+        self.scratch_used = used + size
+        return sc[0], sc[1] + used
+
+    def write_tensor(self, out, t, blocks, scratch=False):
         arr = t._array
         if t._bf16:
             code = WIRE_BF16
@@ -384,9 +405,13 @@ class Runtime:
             data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
         n = data.shape[0]
         if n:
-            c, off, size = self.arena.alloc(n)
+            where = self.scratch_alloc(n) if scratch else None
+            if where is None:
+                c, off, size = self.arena.alloc(n)
+                blocks.append((c, off, size))
+            else:
+                c, off = where
             self.arena.chunks[c][0][off:off + n] = data
-            blocks.append((c, off, size))
         else:
             c, off = 0, 0
         w_str(out, t.name())
@@ -395,7 +420,7 @@ class Runtime:
         out += struct.pack("<%dq" % arr.ndim, *arr.shape)
         out += _out_tail.pack(c, off, n)
 
-    def write_response(self, out, resp, blocks):
+    def write_response(self, out, resp, blocks, scratch=False):
         err = resp.error()
         if err is not None:
             out.append(1)
@@ -406,7 +431,7 @@ class Runtime:
         outs = resp.output_tensors()
         out += struct.pack("<H", len(outs))
         for t in outs:
-            self.write_tensor(out, t, blocks)
+            self.write_tensor(out, t, blocks, scratch)
         w_str(out, resp.parameters() or "{}")
 
     def write_error(self, out, code, message):
@@ -566,14 +591,18 @@ class Runtime:
                 out.append(1)
                 mark = len(out)
                 try:
-                    self.write_response(out, o[1], blocks)
+                    self.write_response(out, o[1], blocks, True)
                 except Exception as e:
                     del out[mark:]
                     self.write_error(out, EC_INTERNAL, "response for request '%s' could not be sent: %s: %s"
                                      % (req._request_id, type(e).__name__, e))
-        c, off, size = self.arena.alloc(len(out))
+        where = self.scratch_alloc(len(out))
+        if where is None:
+            c, off, size = self.arena.alloc(len(out))
+            blocks.append((c, off, size))
+        else:
+            c, off = where
         self.arena.chunks[c][0][off:off + len(out)] = out
-        blocks.append((c, off, size))
         return c, off, len(out), blocks
 
     def close_request(self, req, response):
@@ -604,24 +633,28 @@ class Runtime:
                             break
                 s = ctl[W_TO_STUB_SEQ]
                 if s == last:
+                    ctl[W_STUB_SLEEPS] += 1
                     if futex is not None:
                         ctl[W_STUB_WAITING] = WAITING_FUTEX
                         self.fence()
                         while ctl[W_TO_STUB_SEQ] == last and not self.shutdown:
                             futex.wait(seq_addr, last)
+                            ctl[W_STUB_WAKEUPS] += 1
                     else:
                         self.wake.clear()
                         ctl[W_STUB_WAITING] = WAITING_SOCKET
                         self.fence()
                         if ctl[W_TO_STUB_SEQ] == last and not self.shutdown:
                             self.wake.wait()
+                            ctl[W_STUB_WAKEUPS] += 1
                     ctl[W_STUB_WAITING] = 0
                     continue
             last = s
-            # The host has consumed the previous result: its blocks are free again.
+            # The host has consumed the previous result: its blocks, and the scratch block, are free again.
             if self.sync_blocks:
                 self.arena.release(self.sync_blocks)
                 self.sync_blocks = []
+            self.scratch_used = 0
             chunk, off, n = ctl[W_MSG_CHUNK], ctl[W_MSG_OFF], ctl[W_MSG_LEN]
             msg = self.host_slice(chunk, off, n).tobytes()
             exec_id, requests = self.parse_exec(msg)
@@ -829,6 +862,8 @@ def main():
         rt.flush_before_exit()
         sock.close()
         os._exit(1)
+    # At most 1/16 of the stub's shared-memory limit (shm_max_bytes), so a small limit keeps its room.
+    rt.scratch = rt.arena.alloc(min(SCRATCH_BYTES, max(ALIGN, (rt.arena.limit // 16) & ~(ALIGN - 1))))
     rt.send_frame(F_INIT_OK)
     threading.Thread(target=backplane_execute.end_dropped_senders, args=(rt,), name="backplane-stub-senders",
                      daemon=True).start()
