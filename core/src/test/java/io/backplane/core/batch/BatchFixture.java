@@ -34,6 +34,37 @@ final class BatchFixture {
     private BatchFixture() {
     }
 
+    /** A hand-written context for a batcher tested alone: one instance of {@code config}, version 1, rejections to {@code reject}. */
+    static io.backplane.spi.batch.BatcherContext context(ModelConfig config, Ticker ticker,
+            java.util.function.BiConsumer<ScheduledRequest, BackplaneException> reject) {
+        return new io.backplane.spi.batch.BatcherContext() {
+            @Override
+            public ModelConfig config() {
+                return config;
+            }
+
+            @Override
+            public long version() {
+                return 1;
+            }
+
+            @Override
+            public int instanceCount() {
+                return 1;
+            }
+
+            @Override
+            public Ticker ticker() {
+                return ticker;
+            }
+
+            @Override
+            public void reject(ScheduledRequest request, BackplaneException error) {
+                reject.accept(request, error);
+            }
+        };
+    }
+
     /** A clock the test moves by hand (scenario 11: deadlines read only the injected monotonic clock). */
     static final class FakeTicker implements Ticker {
         private final AtomicLong now = new AtomicLong(1_000_000_000L);

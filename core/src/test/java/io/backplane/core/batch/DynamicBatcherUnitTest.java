@@ -34,32 +34,7 @@ class DynamicBatcherUnitTest {
 
     private Batcher batcher(DynamicBatching db) {
         ModelConfig config = model("m", 8, db, 1).build();
-        return new DynamicBatcherFactory().create(new BatcherContext() {
-            @Override
-            public ModelConfig config() {
-                return config;
-            }
-
-            @Override
-            public long version() {
-                return 1;
-            }
-
-            @Override
-            public int instanceCount() {
-                return 1;
-            }
-
-            @Override
-            public Ticker ticker() {
-                return clock;
-            }
-
-            @Override
-            public void reject(ScheduledRequest request, BackplaneException error) {
-                rejected.put(request.id(), error);
-            }
-        });
+        return new DynamicBatcherFactory().create(BatchFixture.context(config, clock, (r, e) -> rejected.put(r.id(), e)));
     }
 
     private FakeRequest req(long id, int batch) {

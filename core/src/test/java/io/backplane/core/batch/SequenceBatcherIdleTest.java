@@ -4,11 +4,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.backplane.core.testing.ScriptedBackend;
-import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
-import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.Ticker;
-import io.backplane.spi.batch.BatcherContext;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.InstanceKind;
 import io.backplane.spi.config.ModelConfig;
@@ -27,32 +24,9 @@ class SequenceBatcherIdleTest {
         ModelConfig config = ModelConfig.builder("seq").backend(ScriptedBackend.NAME).maxBatchSize(4).input(TensorConfig.of("IN", DataType.INT64, 1))
                 .output(TensorConfig.of("OUT", DataType.INT64, 1)).sequenceBatching(sb)
                 .instanceGroup(InstanceGroup.of("", 1, InstanceKind.CPU, List.of())).build();
-        return (SequenceBatcher) new SequenceBatcherFactory().create(new BatcherContext() {
-            @Override
-            public ModelConfig config() {
-                return config;
-            }
-
-            @Override
-            public long version() {
-                return 1;
-            }
-
-            @Override
-            public int instanceCount() {
-                return 1;
-            }
-
-            @Override
-            public Ticker ticker() {
-                return Ticker.system();
-            }
-
-            @Override
-            public void reject(ScheduledRequest request, BackplaneException error) {
-                throw new AssertionError("nothing is rejected here: " + error.getMessage());
-            }
-        });
+        return (SequenceBatcher) new SequenceBatcherFactory().create(BatchFixture.context(config, Ticker.system(), (r, e) -> {
+            throw new AssertionError("nothing is rejected here: " + e.getMessage());
+        }));
     }
 
     @Test
