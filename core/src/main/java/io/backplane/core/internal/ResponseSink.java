@@ -2,6 +2,8 @@ package io.backplane.core.internal;
 
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.InferenceResponse;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -25,5 +27,10 @@ public interface ResponseSink {
      */
     default boolean streams() {
         return true;
+    }
+
+    /** When the consumer can take more responses (flow control, DESIGN P9); any thread, never blocks. */
+    default CompletionStage<Void> ready() {
+        return CompletableFuture.completedStage(null);
     }
 }
