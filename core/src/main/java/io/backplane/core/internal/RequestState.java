@@ -337,7 +337,7 @@ final class RequestState implements ScheduledRequest, ResponseSender {
             log.warn("the receiver of {} failed to say whether it is ready; taken as ready", describe(), e);
             return READY;
         }
-        if (consumer instanceof CompletableFuture<Void> f && f.isDone()) {
+        if (isDone(consumer)) {
             return READY;
         }
         CompletableFuture<Void> waiter = new CompletableFuture<>();
@@ -351,6 +351,15 @@ final class RequestState implements ScheduledRequest, ResponseSender {
             waiter.complete(null);
         }
         return waiter;
+    }
+
+    /** Whether {@code stage} has completed, where it can tell without a callback (a minimal stage cannot). */
+    private static boolean isDone(CompletionStage<Void> stage) {
+        try {
+            return stage.toCompletableFuture().isDone();
+        } catch (UnsupportedOperationException e) {
+            return false;
+        }
     }
 
     /** The request closed: whatever waits for its consumer goes on (nothing waits forever on a closed sender). */
