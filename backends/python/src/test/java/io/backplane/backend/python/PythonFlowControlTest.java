@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import com.google.protobuf.ByteString;
 import io.backplane.core.BackplaneHost;
 import io.backplane.core.ModelControlMode;
@@ -20,10 +21,16 @@ import io.grpc.ManagedChannel;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.stub.ClientCallStreamObserver;
 import io.grpc.stub.ClientResponseObserver;
+import java.io.BufferedInputStream;
 import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.Socket;
 import java.net.URI;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -113,12 +120,7 @@ class PythonFlowControlTest {
                     assertEquals(65536, r.getRawOutputContents(0).size());
                     assertEquals((byte) (k % 251), r.getRawOutputContents(0).byteAt(65535));
                     if (k == 0) {
-                        int spent = Math.min(N, CREDITS);
-                        Await.until(() -> sent(progress) >= spent, Duration.ofSeconds(60), "the model to spend its " + CREDITS + " credits");
-                        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
-                        while (sent(progress) - k <= BOUND && System.nanoTime() - end < 0) {
-                            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(5));
-                        }
+                        awaitCreditsSpentThenWatch(progress, k);
                     }
                     int ahead = sent(progress) - k;
                     maxAhead = Math.max(maxAhead, ahead);
@@ -140,6 +142,126 @@ class PythonFlowControlTest {
             } finally {
                 channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
             }
+        }
+    }
+
+    /**
+     * The same over REST {@code generate_stream} (server-sent events), read slowly through a raw
+     * socket with a small receive buffer. Each event is the 64 KiB tensor as JSON (about 200 KiB),
+     * so the kernel's socket buffers hold only a few of them and the bound still means something.
+     */
+    @Test
+    void restEventStream_slowClient_holdsTheModelWithinItsCredits() throws Exception {
+        Path progress = temp.resolve("progress");
+        Files.writeString(progress, "");
+        Path repo = repository(progress);
+        try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.NONE)
+                .backendOption("python", StubSettings.INTERPRETER, PythonApiTest.PYTHON).build();
+                Frontend f = host.frontendFactories().get("http").create(context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
+            f.start();
+            URI endpoint = URI.create(f.endpoint());
+            try (Socket socket = new Socket()) {
+                socket.setReceiveBufferSize(64 * 1024);
+                socket.setSoTimeout(60_000);
+                socket.connect(new InetSocketAddress("127.0.0.1", endpoint.getPort()));
+                byte[] body = ("{\"N\":" + N + "}").getBytes(StandardCharsets.US_ASCII);
+                OutputStream out = socket.getOutputStream();
+                out.write(("POST /v2/models/flood/generate_stream HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                        + "Content-Length: " + body.length + "\r\nConnection: close\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+                out.write(body);
+                out.flush();
+                EventReader events = new EventReader(new BufferedInputStream(socket.getInputStream(), 8192));
+                String status = events.head();
+                assertTrue(status.startsWith("HTTP/1.1 200"), status);
+                int maxAhead = 0;
+                for (int k = 0; k < N; k++) {
+                    String event = events.next();
+                    assertNotNull(event, "event " + k + " did not arrive");
+                    assertTrue(event.startsWith("data: "), event.length() > 200 ? event.substring(0, 200) : event);
+                    JsonNode json = StubJson.MAPPER.readTree(event.substring(6));
+                    assertEquals(k, json.get("INDEX").asInt(), "events arrive in order");
+                    assertEquals(65536, json.get("OUT").size());
+                    if (k == 0) {
+                        awaitCreditsSpentThenWatch(progress, k);
+                    }
+                    int ahead = sent(progress) - k;
+                    maxAhead = Math.max(maxAhead, ahead);
+                    assertTrue(ahead <= BOUND, "at event " + k + " the model had written " + (k + ahead) + " responses: " + ahead
+                            + " ahead of the client, more than " + CREDITS + " credits + transport slack (" + BOUND + ")");
+                }
+                assertEquals(null, events.next(), "the stream ends after the last event");
+                assertEquals(N, sent(progress));
+                log.info("flow control (REST): the model ran at most {} responses ahead of the client (bound {})", maxAhead, BOUND);
+            }
+        }
+    }
+
+    /**
+     * Waits until the model has spent its credits (a handshake: with flow control it cannot get
+     * further), then leaves it one more second to overrun the bound: a window for a violation to
+     * show, not a duration a passing run relies on.
+     */
+    private static void awaitCreditsSpentThenWatch(Path progress, int k) {
+        int spent = Math.min(N, CREDITS);
+        Await.until(() -> sent(progress) >= spent, Duration.ofSeconds(60), "the model to spend its " + CREDITS + " credits");
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
+        while (sent(progress) - k <= BOUND && System.nanoTime() - end < 0) {
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(5));
+        }
+    }
+
+    /** Reads an HTTP/1.1 chunked event stream: the status line, then one server-sent event at a time. */
+    private static final class EventReader {
+        private final InputStream in;
+        private final StringBuilder pending = new StringBuilder();
+        private boolean ended;
+
+        EventReader(InputStream in) {
+            this.in = in;
+        }
+
+        String head() throws IOException {
+            String status = line();
+            while (!line().isEmpty()) {
+                // headers: chunked transfer encoding is what the frontend sends for an event stream
+            }
+            return status;
+        }
+
+        /** The next event ("data: ..."), or null at the end of the stream. */
+        @org.jspecify.annotations.Nullable String next() throws IOException {
+            while (true) {
+                int cut = pending.indexOf("\n\n");
+                if (cut >= 0) {
+                    String event = pending.substring(0, cut);
+                    pending.delete(0, cut + 2);
+                    return event;
+                }
+                if (ended) {
+                    return null;
+                }
+                int size = Integer.parseInt(line().trim(), 16);
+                if (size == 0) {
+                    ended = true;
+                    continue;
+                }
+                pending.append(new String(in.readNBytes(size), StandardCharsets.UTF_8));
+                line(); // the CRLF after the chunk
+            }
+        }
+
+        private String line() throws IOException {
+            StringBuilder b = new StringBuilder();
+            int c;
+            while ((c = in.read()) != '\n') {
+                if (c < 0) {
+                    throw new IOException("the stream ended inside a line: " + b);
+                }
+                if (c != '\r') {
+                    b.append((char) c);
+                }
+            }
+            return b.toString();
         }
     }
 
