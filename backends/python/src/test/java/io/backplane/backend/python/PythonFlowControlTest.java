@@ -88,9 +88,8 @@ class PythonFlowControlTest {
      */
     @Test
     void grpcStream_slowClient_holdsTheModelWithinItsCredits() throws Exception {
-        Path progress = temp.resolve("progress");
-        Files.writeString(progress, "");
-        Path repo = repository(progress);
+        Path progress = temp.resolve("flood-1");
+        Path repo = repository();
         try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.NONE)
                 .backendOption("python", StubSettings.INTERPRETER, PythonApiTest.PYTHON).build();
                 Frontend f = host.frontendFactories().get("grpc").create(context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
@@ -102,11 +101,7 @@ class PythonFlowControlTest {
             try {
                 SlowReader reader = new SlowReader();
                 var requests = GRPCInferenceServiceGrpc.newStub(channel).withDeadlineAfter(120, TimeUnit.SECONDS).modelStreamInfer(reader);
-                ByteBuffer count = ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN).putInt(N);
-                requests.onNext(ModelInferRequest.newBuilder().setModelName("flood").setId("flood-1")
-                        .putParameters(GrpcEmptyFinal.NAME, InferParameter.newBuilder().setBoolParam(true).build())
-                        .addInputs(ModelInferRequest.InferInputTensor.newBuilder().setName("N").setDatatype("INT32").addShape(1))
-                        .addRawInputContents(ByteString.copyFrom(count.array())).build());
+                requests.onNext(flood("flood-1"));
                 requests.onCompleted();
 
                 int maxAhead = 0;
@@ -153,8 +148,7 @@ class PythonFlowControlTest {
     @Test
     void restEventStream_slowClient_holdsTheModelWithinItsCredits() throws Exception {
         Path progress = temp.resolve("progress");
-        Files.writeString(progress, "");
-        Path repo = repository(progress);
+        Path repo = repository();
         try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.NONE)
                 .backendOption("python", StubSettings.INTERPRETER, PythonApiTest.PYTHON).build();
                 Frontend f = host.frontendFactories().get("http").create(context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
@@ -265,8 +259,74 @@ class PythonFlowControlTest {
         }
     }
 
+    /**
+     * A client that walks away while the model waits for credits: the ACKs held for its responses
+     * still go out (the stream's end completes its waiters, the request's close completes the
+     * rest), so the next request on the same instance can again run a full {@value #CREDITS}
+     * responses ahead of its own slow client. A lost ACK would leave the stub short of credits, and
+     * the second wait below would time out.
+     */
+    @Test
+    void grpcStream_clientCancelsWhileAcksWait_everyCreditComesBack() throws Exception {
+        Path first = temp.resolve("walks-away");
+        Path second = temp.resolve("comes-after");
+        Path repo = repository();
+        try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.NONE)
+                .backendOption("python", StubSettings.INTERPRETER, PythonApiTest.PYTHON).build();
+                Frontend f = host.frontendFactories().get("grpc").create(context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
+            f.start();
+            URI endpoint = URI.create(f.endpoint().contains("://") ? f.endpoint() : "grpc://" + f.endpoint());
+            ManagedChannel channel = NettyChannelBuilder.forAddress(endpoint.getHost(), endpoint.getPort()).usePlaintext()
+                    .flowControlWindow(1 << 20).build();
+            try {
+                SlowReader leaving = new SlowReader();
+                var requests = GRPCInferenceServiceGrpc.newStub(channel).withDeadlineAfter(120, TimeUnit.SECONDS).modelStreamInfer(leaving);
+                requests.onNext(flood("walks-away"));
+                assertNotNull(leaving.messages.poll(60, TimeUnit.SECONDS), "the first response");
+                Await.until(() -> sent(first) >= CREDITS, Duration.ofSeconds(60), "the model to spend its credits on the first client");
+                leaving.call.cancel("the client walks away", null);
+                Await.until(() -> Files.exists(temp.resolve("walks-away.done")), Duration.ofSeconds(60), "the model to end the cancelled request");
+
+                SlowReader staying = new SlowReader();
+                requests = GRPCInferenceServiceGrpc.newStub(channel).withDeadlineAfter(120, TimeUnit.SECONDS).modelStreamInfer(staying);
+                requests.onNext(flood("comes-after"));
+                requests.onCompleted();
+                assertNotNull(staying.messages.poll(60, TimeUnit.SECONDS), "the second request's first response");
+                Await.until(() -> sent(second) >= CREDITS, Duration.ofSeconds(60), "the model to get " + CREDITS
+                        + " responses ahead again: every credit of the cancelled request came back");
+                staying.call.request(N + 1);
+                int data = 1;
+                ModelStreamInferResponse m;
+                while ((m = staying.messages.poll(60, TimeUnit.SECONDS)) != null
+                        && !m.getInferResponse().getParametersMap().get("triton_final_response").getBoolParam()) {
+                    assertEquals("", m.getErrorMessage());
+                    data++;
+                }
+                assertNotNull(m, "the second request ended");
+                assertEquals(N, data, "every response of the second request arrived");
+                Await.until(() -> staying.completed.get() + staying.errors.get() > 0, Duration.ofSeconds(60), "the end of the stream");
+                assertEquals(1, staying.completed.get());
+                assertEquals(0, staying.errors.get());
+            } finally {
+                channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+            }
+        }
+    }
+
+    /** A request for {@value #N} responses, with an empty final response to mark its end. */
+    private static ModelInferRequest flood(String id) {
+        ByteBuffer count = ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN).putInt(N);
+        return ModelInferRequest.newBuilder().setModelName("flood").setId(id)
+                .putParameters(GrpcEmptyFinal.NAME, InferParameter.newBuilder().setBoolParam(true).build())
+                .addInputs(ModelInferRequest.InferInputTensor.newBuilder().setName("N").setDatatype("INT32").addShape(1))
+                .addRawInputContents(ByteString.copyFrom(count.array())).build();
+    }
+
     /** How many indexes the model has written (each before its send). */
     private static int sent(Path progress) {
+        if (!Files.exists(progress)) {
+            return 0;
+        }
         try {
             String s = Files.readString(progress);
             int lines = 0;
@@ -314,7 +374,7 @@ class PythonFlowControlTest {
         static final String NAME = "triton_enable_empty_final_response";
     }
 
-    private Path repository(Path progress) throws IOException {
+    private Path repository() throws IOException {
         Path model = Files.createDirectories(temp.resolve("repo/flood/1"));
         Files.writeString(model.getParent().resolve("config.pbtxt"), """
                 name: "flood"
@@ -325,7 +385,10 @@ class PythonFlowControlTest {
                 instance_group [ { kind: KIND_CPU count: 1 } ]
                 """);
         Files.writeString(model.resolve("model.py"), """
-                # Sends N responses of 64 KiB; appends each index to PROGRESS before sending it.
+                # Sends N responses of 64 KiB, until the request is cancelled; appends each index to the file
+                # PROGRESS/<request id> before sending it, and writes PROGRESS/<request id>.done after its FINAL.
+                import os
+
                 import numpy as np
 
                 import triton_python_backend_utils as pb_utils
@@ -337,17 +400,22 @@ class PythonFlowControlTest {
                     def execute(self, requests):
                         for request in requests:
                             n = int(pb_utils.get_input_tensor_by_name(request, "N").as_numpy()[0])
+                            name = os.path.join(PROGRESS, request.request_id() or "progress")
                             sender = request.get_response_sender()
-                            with open(PROGRESS, "a") as progress:
+                            with open(name, "a") as progress:
                                 for i in range(n):
+                                    if sender.is_cancelled():
+                                        break
                                     progress.write("%%d\\n" %% i)
                                     progress.flush()
                                     out = np.full(65536, i %% 251, dtype=np.uint8)
                                     sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", out),
                                                                             pb_utils.Tensor("INDEX", np.array([i], dtype=np.int32))]))
                             sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                            with open(name + ".done", "w"):
+                                pass
                         return None
-                """.formatted(pythonString(progress.toString())));
+                """.formatted(pythonString(temp.toString())));
         return temp.resolve("repo");
     }
 
