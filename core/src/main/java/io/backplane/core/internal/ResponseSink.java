@@ -21,16 +21,16 @@ public interface ResponseSink {
     /** The request ended with an error. */
     void failed(BackplaneException error);
 
+    /** When the consumer can take more responses (flow control, DESIGN P9); any thread, never blocks. */
+    default CompletionStage<Void> ready() {
+        return CompletableFuture.completedStage(null);
+    }
+
     /**
      * Whether this sink takes any number of responses (a stream). A sink that takes exactly one
      * (a future) is refused by a decoupled model at admission.
      */
     default boolean streams() {
         return true;
-    }
-
-    /** When the consumer can take more responses (flow control, DESIGN P9); any thread, never blocks. */
-    default CompletionStage<Void> ready() {
-        return CompletableFuture.completedStage(null);
     }
 }
