@@ -463,6 +463,11 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         public void failed(BackplaneException error) {
             observer.onError(error);
         }
+
+        @Override
+        public java.util.concurrent.CompletionStage<Void> ready() {
+            return observer.ready();
+        }
     }
 
     /** The handle of a request that was refused: it never ran, so it is done and cannot be cancelled. */

@@ -1,5 +1,7 @@
 package io.backplane.spi;
 
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -47,4 +49,28 @@ public interface ResponseSender {
 
     /** Whether a FINAL has been sent or the core has ended the request (error, cancel, timeout). */
     boolean isClosed();
+
+    /**
+     * Flow control for decoupled models (DESIGN P9): a stage that completes when the consumer of
+     * this request's responses (a client stream, a parent request) can take more. A backend that
+     * produces faster than its client reads waits for it before it lets the model send on (the
+     * python backend holds back the model's response credit), so a slow client slows the model
+     * instead of making a frontend buffer without bound.
+     *
+     * <p>Advisory: {@link #send} never waits and never refuses a response because the consumer is
+     * not ready. The stage is never null and always completes, never exceptionally: at once when
+     * the consumer is ready or the sender is closed, otherwise when the consumer becomes ready or
+     * the sender closes (FINAL, error, cancellation, timeout, unload), whichever comes first, so
+     * nothing waits on it forever. Dependent actions may run on any thread, including the one that
+     * closes the sender or a frontend's event loop: they must not block. Each call returns a stage
+     * of its own; call it after a send, not before every send.
+     *
+     * <p>The default (for senders made outside the core, such as test fakes) is always ready.
+     *
+     * @return a stage completing when the consumer can take more responses or the sender is closed
+     */
+    @Experimental
+    default CompletionStage<Void> ready() {
+        return CompletableFuture.completedStage(null);
+    }
 }

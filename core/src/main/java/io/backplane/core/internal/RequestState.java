@@ -15,6 +15,10 @@ import io.backplane.spi.host.HostResponses;
 import io.backplane.spi.host.RequestHandle;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.UnaryOperator;
 import org.jspecify.annotations.Nullable;
@@ -37,10 +41,15 @@ import org.slf4j.LoggerFactory;
  * </ul>
  * Sends of decoupled models are serialized on this object so that a streaming observer never
  * sees two calls at once; a plain model's single FINAL needs only the CAS.
+ *
+ * <p>Flow control ({@link #ready()}): a waiter is registered before {@code open} is re-read, and
+ * whoever closes the request sets {@code open} before it completes the registered waiters, so a
+ * close racing a {@code ready()} call never leaves a waiter behind.
  */
 final class RequestState implements ScheduledRequest, ResponseSender {
     private static final Logger log = LoggerFactory.getLogger(RequestState.class);
 
+    private static final CompletionStage<Void> READY = CompletableFuture.completedStage(null);
     private static final int OPEN = 0;
     private static final int CLOSED = 1;
     static final int QUEUED = 0;
@@ -101,6 +110,8 @@ final class RequestState implements ScheduledRequest, ResponseSender {
     private volatile @Nullable ResponseCache cache;
     private volatile ResponseCache.@Nullable Key cacheKey;
     private volatile long cacheLoad;
+    /** Stages handed out by {@link #ready()} that wait for the sink; all completed when the request closes. */
+    private final Set<CompletableFuture<Void>> readyWaiters = ConcurrentHashMap.newKeySet();
 
     RequestState(long id, InferenceRequest request, Origin origin, ResponseSink sink, int batchSize, int priorityLevel, long arrivalNanos) {
         this.id = id;
@@ -312,6 +323,7 @@ final class RequestState implements ScheduledRequest, ResponseSender {
                 throw closedError();
             }
             finish(response);
+            releaseWaiters();
             return;
         }
         if (response == null && !fin) {
@@ -327,6 +339,52 @@ final class RequestState implements ScheduledRequest, ResponseSender {
             }
             open.set(CLOSED);
             finish(response);
+        }
+        releaseWaiters();
+    }
+
+    @Override
+    public CompletionStage<Void> ready() {
+        if (isClosed()) {
+            return READY;
+        }
+        CompletionStage<Void> consumer;
+        try {
+            consumer = requireNonNull(sink.ready(), "ready() returned null");
+        } catch (RuntimeException e) {
+            log.warn("the receiver of {} failed to say whether it is ready; taken as ready", describe(), e);
+            return READY;
+        }
+        if (isDone(consumer)) {
+            return READY;
+        }
+        CompletableFuture<Void> waiter = new CompletableFuture<>();
+        readyWaiters.add(waiter);
+        consumer.whenComplete((v, t) -> {
+            readyWaiters.remove(waiter);
+            waiter.complete(null);
+        });
+        if (isClosed()) { // closed while registering: its releaseWaiters may have missed this one
+            readyWaiters.remove(waiter);
+            waiter.complete(null);
+        }
+        return waiter;
+    }
+
+    /** Whether {@code stage} has completed, where it can tell without a callback (a minimal stage cannot). */
+    private static boolean isDone(CompletionStage<Void> stage) {
+        try {
+            return stage.toCompletableFuture().isDone();
+        } catch (UnsupportedOperationException e) {
+            return false;
+        }
+    }
+
+    /** The request closed: whatever waits for its consumer goes on (nothing waits forever on a closed sender). */
+    private void releaseWaiters() {
+        for (CompletableFuture<Void> w : readyWaiters) {
+            readyWaiters.remove(w);
+            w.complete(null);
         }
     }
 
@@ -400,6 +458,7 @@ final class RequestState implements ScheduledRequest, ResponseSender {
                 origin.hold().release(this, outcome);
                 deliver(() -> sink.failed(error));
             }
+            releaseWaiters();
             return true;
         }
         if (!open.compareAndSet(OPEN, CLOSED)) {
@@ -408,6 +467,7 @@ final class RequestState implements ScheduledRequest, ResponseSender {
         }
         origin.hold().release(this, outcome);
         deliverFinal(() -> sink.failed(error));
+        releaseWaiters();
         return true;
     }
 

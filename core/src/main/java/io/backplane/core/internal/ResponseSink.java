@@ -2,6 +2,8 @@ package io.backplane.core.internal;
 
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.InferenceResponse;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -18,6 +20,11 @@ public interface ResponseSink {
 
     /** The request ended with an error. */
     void failed(BackplaneException error);
+
+    /** When the consumer can take more responses (flow control, DESIGN P9); any thread, never blocks. */
+    default CompletionStage<Void> ready() {
+        return CompletableFuture.completedStage(null);
+    }
 
     /**
      * Whether this sink takes any number of responses (a stream). A sink that takes exactly one

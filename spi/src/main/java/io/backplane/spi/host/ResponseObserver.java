@@ -1,7 +1,10 @@
 package io.backplane.spi.host;
 
 import io.backplane.spi.BackplaneException;
+import io.backplane.spi.Experimental;
 import io.backplane.spi.InferenceResponse;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 
 /**
  * Receives the responses of one streamed request. Calls are serialized (never concurrent) but
@@ -31,4 +34,23 @@ public interface ResponseObserver {
 
     /** The request ended with an error (model error, cancellation, timeout, unload). */
     void onError(BackplaneException error);
+
+    /**
+     * Flow control (DESIGN P9): a stage that completes when this observer can take more responses,
+     * for example when a client stream's outbound buffer has drained. The core hands it to the
+     * backend through {@link io.backplane.spi.ResponseSender#ready()}, which completes on its own
+     * when the request ends, so an observer whose consumer went away need not complete it (it
+     * should, when its stream ends, to let go of the waiters early).
+     *
+     * <p>May be called from any thread, concurrently with the other methods, any number of times;
+     * must not block and must never return null. The stage must never complete exceptionally.
+     * Dependents of it may run on the thread that completes it, and never block. The default is
+     * always ready: an observer that buffers (a future, a test) needs no flow control.
+     *
+     * @return a stage completing when this observer can take more responses
+     */
+    @Experimental
+    default CompletionStage<Void> ready() {
+        return CompletableFuture.completedStage(null);
+    }
 }

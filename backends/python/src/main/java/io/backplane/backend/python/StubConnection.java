@@ -73,6 +73,12 @@ import org.slf4j.MDC;
  * abandoned execution is quarantined, never reused while the stub may still touch it.
  * Every frame and result carries the generation and execution id; one that matches no live
  * request is dropped and acknowledged, never delivered elsewhere.
+ *
+ * <p>Flow control (DESIGN P9): each decoupled response costs the stub one of its response
+ * credits, returned by the ACK. The ACK of a non-final response goes out only when the request's
+ * {@link ResponseSender#ready()} completes (its client drained, or the request closed), from
+ * whatever thread completes it; {@link #trySend} only queues, so that thread never blocks. A
+ * stalled client therefore stalls its producer after at most the stub's credits.
  */
 final class StubConnection {
     private static final Logger log = LoggerFactory.getLogger(StubConnection.class);
@@ -1123,9 +1129,13 @@ final class StubConnection {
             }
             long token = in.u64();
             // Every response is acknowledged: the ACK frees the stub's blocks (token != 0) and
-            // returns the response credit the stub spent on it (flow control, DESIGN P9).
-            trySend(Wire.F_ACK, new Wire.Out(8).u64(token).toByteArray());
+            // returns the response credit the stub spent on it (flow control, DESIGN P9). A
+            // non-final response that reached its request is acknowledged only once the request's
+            // consumer is ready for more, so a slow client holds the credits and slows the model;
+            // a FINAL, an error and a dropped response are acknowledged at once.
+            byte[] ack = new Wire.Out(8).u64(token).toByteArray();
             if (r == null) {
+                trySend(Wire.F_ACK, ack);
                 droppedMessages.incrementAndGet();
                 log.debug("{}: dropped a response for unknown execution {} index {} (generation {})", tag, execId, index, gen);
                 return;
@@ -1133,15 +1143,26 @@ final class StubConnection {
             if (fin) {
                 r.stubDone = true;
             }
-            if (e.abandoned || r.hostDone.get()) {
-                droppedMessages.incrementAndGet();
-            } else if (fin) {
-                finish(r, resp);
-            } else if (resp != null) {
-                try {
-                    r.sr.sender().send(resp, 0);
-                } catch (IllegalStateException ex) {
-                    log.debug("{}: response for a closed request dropped", tag, ex);
+            java.util.concurrent.CompletionStage<Void> consumer = null;
+            try {
+                if (e.abandoned || r.hostDone.get()) {
+                    droppedMessages.incrementAndGet();
+                } else if (fin) {
+                    finish(r, resp);
+                } else if (resp != null) {
+                    try {
+                        r.sr.sender().send(resp, 0);
+                        consumer = resp.isError() ? null : consumerReady(r);
+                    } catch (IllegalStateException ex) {
+                        log.debug("{}: response for a closed request dropped", tag, ex);
+                    }
+                }
+            } finally {
+                if (consumer == null) {
+                    trySend(Wire.F_ACK, ack);
+                } else {
+                    // trySend only queues for the writer thread: safe from whatever thread completes the stage.
+                    consumer.whenComplete((v, t) -> trySend(Wire.F_ACK, ack));
                 }
             }
             if (fin) {
@@ -1149,6 +1170,16 @@ final class StubConnection {
             }
         } finally {
             regionLock.readLock().unlock();
+        }
+    }
+
+    /** When {@code r}'s consumer can take more; null (acknowledge at once) when the sender cannot tell. */
+    private java.util.concurrent.@Nullable CompletionStage<Void> consumerReady(Req r) {
+        try {
+            return r.sr.sender().ready();
+        } catch (RuntimeException ex) {
+            log.warn("{}: the response sender of request {} failed to say whether its client is ready; not waiting for it", tag, r.sr.id(), ex);
+            return null;
         }
     }
 

@@ -75,9 +75,12 @@ import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
 import java.util.List;
 import java.util.Map;
+import java.util.Queue;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.function.Supplier;
@@ -471,10 +474,52 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
 
         private final @Nullable String traceParent;
 
+        /** The call's flow control; null when the observer is not a server call's (tests). */
+        private final @Nullable ServerCallStreamObserver<ModelStreamInferResponse> flow;
+        /** Stages handed out by {@link #ready()} while the call was not ready: completed by the one on-ready handler or at the end. */
+        private final Queue<CompletableFuture<Void>> waiting = new ConcurrentLinkedQueue<>();
+        private volatile boolean over;
+
         StreamSession(StreamObserver<ModelStreamInferResponse> out, boolean grpcError, @Nullable String traceParent) {
             this.out = out;
             this.grpcError = grpcError;
             this.traceParent = traceParent;
+            // Must be set while the call starts (here, inside modelStreamInfer): one handler for the whole call.
+            this.flow = out instanceof ServerCallStreamObserver<ModelStreamInferResponse> sco ? sco : null;
+            if (flow != null) {
+                flow.setOnReadyHandler(this::wakeReady);
+            }
+        }
+
+        /**
+         * Flow control (DESIGN P9): completes when gRPC's outbound buffer for this call is below its
+         * threshold, or the stream ended. A waiter is queued before {@code isReady} is read again,
+         * and the handler drains the queue after gRPC turned ready, so no wake-up is lost.
+         */
+        CompletionStage<Void> ready() {
+            ServerCallStreamObserver<ModelStreamInferResponse> f = flow;
+            if (f == null || over || f.isReady()) {
+                return READY;
+            }
+            CompletableFuture<Void> w = new CompletableFuture<>();
+            waiting.add(w);
+            if (over || f.isReady()) {
+                wakeReady();
+            }
+            return w;
+        }
+
+        private void wakeReady() {
+            CompletableFuture<Void> w;
+            while ((w = waiting.poll()) != null) {
+                w.complete(null);
+            }
+        }
+
+        /** The stream ended (completed, failed or cancelled): nothing waits for it any more. */
+        private void streamOver() {
+            over = true;
+            wakeReady();
         }
 
         @Override
@@ -530,6 +575,7 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
             synchronized (this) {
                 finished = true;
             }
+            streamOver();
             cancelOpen();
         }
 
@@ -555,6 +601,7 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
                 } catch (RuntimeException e) {
                     log.debug("stream already closed: {}", e.toString());
                 }
+                streamOver();
             }
         }
 
@@ -586,6 +633,7 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
                     log.debug("stream already closed: {}", e.toString());
                 }
             }
+            streamOver();
             cancelOpen();
         }
 
@@ -620,6 +668,11 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
             @Override
             public void onResponse(InferenceResponse response) {
                 respond(response, false);
+            }
+
+            @Override
+            public CompletionStage<Void> ready() {
+                return StreamSession.this.ready();
             }
 
             @Override
@@ -679,6 +732,8 @@ final class GrpcInferenceService extends GRPCInferenceServiceGrpc.GRPCInferenceS
             }
         }
     }
+
+    private static final CompletionStage<Void> READY = CompletableFuture.completedStage(null);
 
     /** Request parameter: send an empty final response when a request ends without a last response. */
     static final String EMPTY_FINAL = "triton_enable_empty_final_response";

@@ -29,6 +29,7 @@ import io.backplane.spi.host.ResponseObserver;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufOutputStream;
 import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandler;
@@ -48,6 +49,8 @@ import io.netty.handler.codec.http.HttpVersion;
 import io.netty.handler.codec.http.LastHttpContent;
 import io.netty.handler.codec.http.QueryStringDecoder;
 import io.netty.util.AsciiString;
+import io.netty.util.Attribute;
+import io.netty.util.AttributeKey;
 import io.netty.util.concurrent.GenericFutureListener;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -57,7 +60,11 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.Queue;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -98,6 +105,61 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         this.admin = admin;
         this.inFlight = inFlight;
         this.restricted = restricted;
+    }
+
+    private static final CompletionStage<Void> READY = CompletableFuture.completedStage(null);
+    /** Per connection: flow-control waiters of an event stream whose channel was not writable (DESIGN P9). */
+    private static final AttributeKey<Queue<CompletableFuture<Void>>> WAITING = AttributeKey.valueOf(RestHandler.class, "waitingForWritable");
+
+    @Override
+    public void channelWritabilityChanged(ChannelHandlerContext ctx) throws Exception {
+        if (ctx.channel().isWritable()) {
+            wakeWaiting(ctx.channel());
+        }
+        super.channelWritabilityChanged(ctx);
+    }
+
+    @Override
+    public void channelInactive(ChannelHandlerContext ctx) throws Exception {
+        wakeWaiting(ctx.channel());
+        super.channelInactive(ctx);
+    }
+
+    /**
+     * Completes when {@code ch} can take more writes (its outbound buffer fell under the low water
+     * mark) or is closed. The waiter is queued before writability is read again, and the
+     * writability event drains the queue after the channel turned writable: no wake-up is lost.
+     */
+    static CompletionStage<Void> writable(Channel ch) {
+        if (ch.isWritable() || !ch.isActive()) {
+            return READY;
+        }
+        Attribute<Queue<CompletableFuture<Void>>> a = ch.attr(WAITING);
+        Queue<CompletableFuture<Void>> q = a.get();
+        if (q == null) {
+            Queue<CompletableFuture<Void>> fresh = new ConcurrentLinkedQueue<>();
+            q = a.setIfAbsent(fresh);
+            if (q == null) {
+                q = fresh;
+            }
+        }
+        CompletableFuture<Void> w = new CompletableFuture<>();
+        q.add(w);
+        if (ch.isWritable() || !ch.isActive()) {
+            wakeWaiting(ch);
+        }
+        return w;
+    }
+
+    private static void wakeWaiting(Channel ch) {
+        Queue<CompletableFuture<Void>> q = ch.attr(WAITING).get();
+        if (q == null) {
+            return;
+        }
+        CompletableFuture<Void> w;
+        while ((w = q.poll()) != null) {
+            w.complete(null);
+        }
     }
 
     /** From now on, new requests are answered 503 and their connections closed. */
@@ -681,6 +743,12 @@ final class RestHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
                 reply.streaming = true;
                 reply.ctx.write(head);
             }
+        }
+
+        /** A slow reader slows the model: the backend waits until Netty's outbound buffer drains. */
+        @Override
+        public CompletionStage<Void> ready() {
+            return writable(reply.ctx.channel());
         }
 
         private void event(ByteBuf json) {

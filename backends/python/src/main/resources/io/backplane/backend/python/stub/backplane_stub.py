@@ -256,7 +256,10 @@ class Runtime:
         self.out_lock = threading.Lock()
         self.out_ready = threading.Event()
         # Response credits (one per decoupled response, returned by the host's ACK): a producer
-        # faster than the host waits here instead of filling the socket.
+        # faster than the host waits here instead of filling the socket. The host holds the ACK of
+        # a non-final response until the request's client can take more, so a slow client slows
+        # the producer too (DESIGN P9). Per stub, not per request: a stalled client can hold all of
+        # them until it reads, goes away or its request ends (docs/backends/python.md).
         self.credits = threading.Semaphore(64)
         self.fence_lock = threading.Lock()
         self.wake = threading.Event()
