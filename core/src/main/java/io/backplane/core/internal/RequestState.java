@@ -110,8 +110,11 @@ final class RequestState implements ScheduledRequest, ResponseSender {
     private volatile @Nullable ResponseCache cache;
     private volatile ResponseCache.@Nullable Key cacheKey;
     private volatile long cacheLoad;
-    /** Stages handed out by {@link #ready()} that wait for the sink; all completed when the request closes. */
-    private final Set<CompletableFuture<Void>> readyWaiters = ConcurrentHashMap.newKeySet();
+    /**
+     * Stages handed out by {@link #ready()} that wait for the sink; all completed when the request
+     * closes. Created by the first such wait (most requests never wait: no allocation for them).
+     */
+    private volatile @Nullable Set<CompletableFuture<Void>> readyWaiters;
 
     RequestState(long id, InferenceRequest request, Origin origin, ResponseSink sink, int batchSize, int priorityLevel, long arrivalNanos) {
         this.id = id;
@@ -358,14 +361,25 @@ final class RequestState implements ScheduledRequest, ResponseSender {
         if (isDone(consumer)) {
             return READY;
         }
+        Set<CompletableFuture<Void>> waiters = readyWaiters;
+        if (waiters == null) {
+            synchronized (this) {
+                waiters = readyWaiters;
+                if (waiters == null) {
+                    waiters = ConcurrentHashMap.newKeySet();
+                    readyWaiters = waiters;
+                }
+            }
+        }
         CompletableFuture<Void> waiter = new CompletableFuture<>();
-        readyWaiters.add(waiter);
+        waiters.add(waiter);
+        Set<CompletableFuture<Void>> registered = waiters;
         consumer.whenComplete((v, t) -> {
-            readyWaiters.remove(waiter);
+            registered.remove(waiter);
             waiter.complete(null);
         });
         if (isClosed()) { // closed while registering: its releaseWaiters may have missed this one
-            readyWaiters.remove(waiter);
+            waiters.remove(waiter);
             waiter.complete(null);
         }
         return waiter;
@@ -382,8 +396,12 @@ final class RequestState implements ScheduledRequest, ResponseSender {
 
     /** The request closed: whatever waits for its consumer goes on (nothing waits forever on a closed sender). */
     private void releaseWaiters() {
-        for (CompletableFuture<Void> w : readyWaiters) {
-            readyWaiters.remove(w);
+        Set<CompletableFuture<Void>> waiters = readyWaiters;
+        if (waiters == null) {
+            return;
+        }
+        for (CompletableFuture<Void> w : waiters) {
+            waiters.remove(w);
             w.complete(null);
         }
     }
