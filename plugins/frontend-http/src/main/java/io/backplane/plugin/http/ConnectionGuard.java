@@ -28,9 +28,10 @@ import org.slf4j.LoggerFactory;
  * deadlines apply). All of it runs on the connection's event loop.
  *
  * <p>The {@link Limiter} bounds the connections of one frontend: above {@code max_connections},
- * a new connection evicts the connection that has been idle (or stuck in its headers) the
- * longest, so a flood of idle connections cannot lock out a client that sends requests; when
- * every connection is busy the new one is refused.
+ * a new connection evicts an idle connection (or one stuck in its headers): one that was never
+ * answered first, then the one idle the longest. So a flood of idle connections cannot lock out
+ * a client that sends requests, nor take its pooled keep-alive connection from it; when every
+ * connection is busy the new one is refused.
  *
  * <p>An evicted or refused connection is never just dropped: a keep-alive client may have sent
  * its next request already, and a bare close would lose it without a status. The connection
@@ -69,7 +70,7 @@ final class ConnectionGuard extends ChannelInboundHandlerAdapter {
             while (true) {
                 ConnectionGuard victim = null;
                 for (ConnectionGuard c : open) {
-                    if (c != g && c.evictable() && (victim == null || c.lastActivity < victim.lastActivity)) {
+                    if (c != g && c.evictable() && (victim == null || c.evictsBefore(victim))) {
                         victim = c;
                     }
                 }
@@ -107,6 +108,8 @@ final class ConnectionGuard extends ChannelInboundHandlerAdapter {
     private final FrontendOptions options;
     private volatile Phase phase = Phase.IDLE;
     private volatile long lastActivity = System.nanoTime();
+    /** A reply was written on this connection: it belongs to a working client. */
+    private volatile boolean served;
     private final AtomicBoolean evicting = new AtomicBoolean();
     private volatile @Nullable ChannelHandlerContext ctx;
     private @Nullable Future<?> timer;
@@ -151,6 +154,19 @@ final class ConnectionGuard extends ChannelInboundHandlerAdapter {
             enter(Phase.HEADERS);
         }
         ctx.fireChannelRead(msg);
+    }
+
+    /**
+     * Whether this connection is a better victim than {@code other}: one that never got an answer
+     * (a flood's idle or slowloris connection) before one that did (a client's pooled keep-alive
+     * connection, which would take the 503 as the answer to its next request), then the one idle
+     * the longest.
+     */
+    private boolean evictsBefore(ConnectionGuard other) {
+        if (served != other.served) {
+            return !served;
+        }
+        return lastActivity < other.lastActivity;
     }
 
     boolean evictable() {
@@ -231,6 +247,7 @@ final class ConnectionGuard extends ChannelInboundHandlerAdapter {
 
     /** The reply to the current request was written to its end. */
     void replied() {
+        served = true;
         lastActivity = System.nanoTime();
         enter(partial ? Phase.BODY : Phase.IDLE);
     }

@@ -316,6 +316,38 @@ class HttpAbuseTest {
         }
     }
 
+    /** A client's pooled keep-alive connection outlives an idle flood over max_connections: the flood's connections go first. */
+    @Test
+    void idleFlood_overMaxConnections_keepsAServedKeepAliveConnection() throws Exception {
+        start(Map.of("max_connections", "8"));
+        List<Socket> idle = new ArrayList<>();
+        try (Socket client = connect()) {
+            String get = "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n";
+            client.getOutputStream().write(get.getBytes(StandardCharsets.ISO_8859_1));
+            assertEquals(200, status(readResponse(client.getInputStream())));
+            for (int i = 0; i < 40; i++) {
+                idle.add(connect());
+            }
+            int evicted = 0;
+            for (Socket s : idle) {
+                s.setSoTimeout(1_000);
+                try {
+                    assertEquals(503, status(readToEnd(s.getInputStream())));
+                    evicted++;
+                } catch (SocketTimeoutException stillOpen) {
+                    // kept under the limit
+                }
+            }
+            assertTrue(evicted >= 40 - 8, "flood connections evicted: " + evicted);
+            client.getOutputStream().write(get.getBytes(StandardCharsets.ISO_8859_1));
+            assertEquals(200, status(readResponse(client.getInputStream())), "the served client keeps its connection");
+        } finally {
+            for (Socket s : idle) {
+                s.close();
+            }
+        }
+    }
+
     /**
      * Keep-alive clients race the eviction of their idle connections: a request sent on a
      * connection the server is evicting gets the 503, never a bare close (the soak's lost requests).
