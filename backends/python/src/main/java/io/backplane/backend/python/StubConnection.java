@@ -755,6 +755,7 @@ final class StubConnection {
     /** Runs one batch; returns when the stub's execute() returned or the stub was given up. */
     void execute(List<ScheduledRequest> batch) {
         Execution pending = null;
+        Execution posted = null;
         regionLock.readLock().lock();
         try {
             SharedRegion reg = region;
@@ -817,6 +818,7 @@ final class StubConnection {
             e.seq = ++toStubSeq;
             e.waiter = Thread.currentThread();
             executions.put(e.id, e);
+            posted = e;
             current = e;
             owner.workStarted();
             ctl.set(ValueLayout.JAVA_LONG, Wire.W_MSG_CHUNK, e.msgBlock.chunk());
@@ -855,6 +857,12 @@ final class StubConnection {
         }
         if (pending != null) {
             awaitSenders(pending);
+        }
+        if (posted != null && posted.abandoned) {
+            // failAll marks an execution abandoned before it ends its requests: a result that arrived
+            // just before a stall, or a wait for senders cut short by one, must not return before those
+            // requests ended, or the core answers them itself with the wrong error (L6)
+            awaitFailed(posted);
         }
     }
 
