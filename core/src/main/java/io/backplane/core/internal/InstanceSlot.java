@@ -350,9 +350,10 @@ final class InstanceSlot {
         }
         try {
             ModelInstance created = create();
-            instance = created;
             log.info("instance '{}' of {} restarted (generation {})", name, owner, generation.get());
+            // told before it serves: whoever sees the model ready again has seen the restart event
             host.listener().instanceRestarted(owner.name(), owner.version(), name);
+            instance = created;
             return 0;
         } catch (Throwable t) {
             log.warn("instance '{}' of {} failed to restart (attempt {}); retrying in up to {} ms", name, owner, failures + 1, max.toMillis(), t);
