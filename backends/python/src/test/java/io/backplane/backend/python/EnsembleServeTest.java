@@ -16,8 +16,6 @@ import io.backplane.protocol.inference.ModelInferResponse;
 import io.backplane.protocol.inference.ModelMetadataRequest;
 import io.backplane.protocol.inference.ModelStreamInferResponse;
 import io.backplane.spi.host.Frontend;
-import io.backplane.spi.host.FrontendContext;
-import io.backplane.spi.host.InferenceService;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
@@ -168,8 +166,8 @@ class EnsembleServeTest {
     void rest_tritonEnsembleAndPythonToOnnxPipeline_answerAndDescribeThemselves() throws Exception {
         try (BackplaneHost host = BackplaneHost.builder().modelRepository(repository()).modelControlMode(ModelControlMode.EXPLICIT)
                 .loadModel("ensemble").loadModel("pipeline").build();
-                Frontend f = host.frontendFactories().get("http").create(context(host, Map.of("host", "127.0.0.1", "port", "0")));
-                Frontend metrics = host.frontendFactories().get("metrics").create(context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
+                Frontend f = host.frontendFactories().get("http").create(TestFrontends.context(host, Map.of("host", "127.0.0.1", "port", "0")));
+                Frontend metrics = host.frontendFactories().get("metrics").create(TestFrontends.context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
             f.start();
             metrics.start();
             String base = f.endpoint();
@@ -220,7 +218,7 @@ class EnsembleServeTest {
     void grpc_decoupledStepDrivesDownstreamPerResponse_andConfigCarriesTheSteps() throws Exception {
         try (BackplaneHost host = BackplaneHost.builder().modelRepository(repository()).modelControlMode(ModelControlMode.EXPLICIT)
                 .loadModel("square_negated").loadModel("ensemble").build();
-                Frontend f = host.frontendFactories().get("grpc").create(context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
+                Frontend f = host.frontendFactories().get("grpc").create(TestFrontends.context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
             f.start();
             URI endpoint = URI.create(f.endpoint().contains("://") ? f.endpoint() : "grpc://" + f.endpoint());
             ManagedChannel channel = Grpc.newChannelBuilderForAddress(endpoint.getHost(), endpoint.getPort(), InsecureChannelCredentials.create()).build();
@@ -410,19 +408,5 @@ class EnsembleServeTest {
         return CLIENT.send(HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(60))
                 .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body)).build(),
                 HttpResponse.BodyHandlers.ofString());
-    }
-
-    private static FrontendContext context(InferenceService service, Map<String, String> options) {
-        return new FrontendContext() {
-            @Override
-            public InferenceService service() {
-                return service;
-            }
-
-            @Override
-            public Map<String, String> options() {
-                return options;
-            }
-        };
     }
 }

@@ -14,8 +14,6 @@ import io.backplane.protocol.inference.ModelInferRequest;
 import io.backplane.protocol.inference.ModelInferResponse;
 import io.backplane.protocol.inference.ModelStreamInferResponse;
 import io.backplane.spi.host.Frontend;
-import io.backplane.spi.host.FrontendContext;
-import io.backplane.spi.host.InferenceService;
 import io.backplane.testkit.Await;
 import io.grpc.ManagedChannel;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
@@ -90,14 +88,10 @@ class PythonFlowControlTest {
     void grpcStream_slowClient_holdsTheModelWithinItsCredits() throws Exception {
         Path progress = temp.resolve("flood-1");
         Path repo = repository();
-        try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.NONE)
-                .backendOption("python", StubSettings.INTERPRETER, PythonApiTest.PYTHON).build();
-                Frontend f = host.frontendFactories().get("grpc").create(context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
+        try (BackplaneHost host = host(repo);
+                Frontend f = host.frontendFactories().get("grpc").create(TestFrontends.context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
             f.start();
-            URI endpoint = URI.create(f.endpoint().contains("://") ? f.endpoint() : "grpc://" + f.endpoint());
-            // A fixed window (no BDP auto-tuning): the transport's slack stays what BOUND assumes.
-            ManagedChannel channel = NettyChannelBuilder.forAddress(endpoint.getHost(), endpoint.getPort()).usePlaintext()
-                    .flowControlWindow(1 << 20).build();
+            ManagedChannel channel = channel(f);
             try {
                 SlowReader reader = new SlowReader();
                 var requests = GRPCInferenceServiceGrpc.newStub(channel).withDeadlineAfter(120, TimeUnit.SECONDS).modelStreamInfer(reader);
@@ -149,9 +143,8 @@ class PythonFlowControlTest {
     void restEventStream_slowClient_holdsTheModelWithinItsCredits() throws Exception {
         Path progress = temp.resolve("progress");
         Path repo = repository();
-        try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.NONE)
-                .backendOption("python", StubSettings.INTERPRETER, PythonApiTest.PYTHON).build();
-                Frontend f = host.frontendFactories().get("http").create(context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
+        try (BackplaneHost host = host(repo);
+                Frontend f = host.frontendFactories().get("http").create(TestFrontends.context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
             f.start();
             URI endpoint = URI.create(f.endpoint());
             try (Socket socket = new Socket()) {
@@ -271,13 +264,10 @@ class PythonFlowControlTest {
         Path first = temp.resolve("walks-away");
         Path second = temp.resolve("comes-after");
         Path repo = repository();
-        try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.NONE)
-                .backendOption("python", StubSettings.INTERPRETER, PythonApiTest.PYTHON).build();
-                Frontend f = host.frontendFactories().get("grpc").create(context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
+        try (BackplaneHost host = host(repo);
+                Frontend f = host.frontendFactories().get("grpc").create(TestFrontends.context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
             f.start();
-            URI endpoint = URI.create(f.endpoint().contains("://") ? f.endpoint() : "grpc://" + f.endpoint());
-            ManagedChannel channel = NettyChannelBuilder.forAddress(endpoint.getHost(), endpoint.getPort()).usePlaintext()
-                    .flowControlWindow(1 << 20).build();
+            ManagedChannel channel = channel(f);
             try {
                 SlowReader leaving = new SlowReader();
                 var requests = GRPCInferenceServiceGrpc.newStub(channel).withDeadlineAfter(120, TimeUnit.SECONDS).modelStreamInfer(leaving);
@@ -419,21 +409,19 @@ class PythonFlowControlTest {
         return temp.resolve("repo");
     }
 
-    private static String pythonString(String s) {
-        return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'";
+    /** A host on {@code repo} whose Python stubs use the test interpreter. */
+    private static BackplaneHost host(Path repo) {
+        return BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.NONE)
+                .backendOption("python", StubSettings.INTERPRETER, PythonApiTest.PYTHON).build();
     }
 
-    private static FrontendContext context(InferenceService service, Map<String, String> options) {
-        return new FrontendContext() {
-            @Override
-            public InferenceService service() {
-                return service;
-            }
+    /** A channel to gRPC frontend {@code f} with a fixed 1 MiB window (no BDP auto-tuning): the transport's slack stays what BOUND assumes. */
+    private static ManagedChannel channel(Frontend f) {
+        URI endpoint = URI.create(f.endpoint().contains("://") ? f.endpoint() : "grpc://" + f.endpoint());
+        return NettyChannelBuilder.forAddress(endpoint.getHost(), endpoint.getPort()).usePlaintext().flowControlWindow(1 << 20).build();
+    }
 
-            @Override
-            public Map<String, String> options() {
-                return options;
-            }
-        };
+    private static String pythonString(String s) {
+        return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'";
     }
 }

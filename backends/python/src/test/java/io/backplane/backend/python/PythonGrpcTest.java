@@ -14,8 +14,6 @@ import io.backplane.protocol.inference.ModelInferRequest;
 import io.backplane.protocol.inference.ModelInferResponse;
 import io.backplane.protocol.inference.ModelStreamInferResponse;
 import io.backplane.spi.host.Frontend;
-import io.backplane.spi.host.FrontendContext;
-import io.backplane.spi.host.InferenceService;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
@@ -63,7 +61,7 @@ class PythonGrpcTest {
         Path repo = api.repository("sender", "stream_async", "completed");
         try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.NONE)
                 .backendOption("python", StubSettings.INTERPRETER, PythonApiTest.PYTHON).build();
-                Frontend f = host.frontendFactories().get("grpc").create(context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
+                Frontend f = host.frontendFactories().get("grpc").create(TestFrontends.context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
             f.start();
             URI endpoint = URI.create(f.endpoint().contains("://") ? f.endpoint() : "grpc://" + f.endpoint());
             ManagedChannel channel = Grpc.newChannelBuilderForAddress(endpoint.getHost(), endpoint.getPort(), InsecureChannelCredentials.create()).build();
@@ -117,19 +115,5 @@ class PythonGrpcTest {
                 channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
             }
         }
-    }
-
-    private static FrontendContext context(InferenceService service, Map<String, String> options) {
-        return new FrontendContext() {
-            @Override
-            public InferenceService service() {
-                return service;
-            }
-
-            @Override
-            public Map<String, String> options() {
-                return options;
-            }
-        };
     }
 }

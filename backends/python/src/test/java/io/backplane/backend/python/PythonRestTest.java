@@ -7,9 +7,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import io.backplane.core.BackplaneHost;
 import io.backplane.core.ModelControlMode;
 import io.backplane.spi.host.Frontend;
-import io.backplane.spi.host.FrontendContext;
 import io.backplane.spi.host.FrontendFactory;
-import io.backplane.spi.host.InferenceService;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -45,7 +43,7 @@ class PythonRestTest {
         Path repo = api.repository("sender", "completed");
         try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.NONE).build()) {
             FrontendFactory http = host.frontendFactories().get("http");
-            try (Frontend f = http.create(context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
+            try (Frontend f = http.create(TestFrontends.context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
                 f.start();
                 String base = f.endpoint();
 
@@ -78,19 +76,5 @@ class PythonRestTest {
         return CLIENT.send(HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(60))
                 .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body)).build(),
                 HttpResponse.BodyHandlers.ofString());
-    }
-
-    private static FrontendContext context(InferenceService service, Map<String, String> options) {
-        return new FrontendContext() {
-            @Override
-            public InferenceService service() {
-                return service;
-            }
-
-            @Override
-            public Map<String, String> options() {
-                return options;
-            }
-        };
     }
 }

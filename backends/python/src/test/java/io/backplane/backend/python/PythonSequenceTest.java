@@ -14,8 +14,6 @@ import io.backplane.protocol.inference.InferParameter;
 import io.backplane.protocol.inference.ModelInferRequest;
 import io.backplane.protocol.inference.ModelStreamInferResponse;
 import io.backplane.spi.host.Frontend;
-import io.backplane.spi.host.FrontendContext;
-import io.backplane.spi.host.InferenceService;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
@@ -92,7 +90,7 @@ class PythonSequenceTest {
     @Test
     void rest_sequencePy_countsPerSequence_interleaved_withNumericAndStringIds() throws Exception {
         try (BackplaneHost host = host("sequence_py", "sequence_state");
-                Frontend f = host.frontendFactories().get("http").create(context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
+                Frontend f = host.frontendFactories().get("http").create(TestFrontends.context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
             f.start();
             String url = f.endpoint() + "/v2/models/sequence_py/infer";
             // eight sequences on four candidate slots, each from its own thread
@@ -151,7 +149,7 @@ class PythonSequenceTest {
     @Test
     void grpc_sequencePy_plainUnary_andDecoupledOverStreaming() throws Exception {
         try (BackplaneHost host = host("sequence_py", "sequence_py_decoupled");
-                Frontend f = host.frontendFactories().get("grpc").create(context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
+                Frontend f = host.frontendFactories().get("grpc").create(TestFrontends.context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
             f.start();
             URI endpoint = URI.create(f.endpoint().contains("://") ? f.endpoint() : "grpc://" + f.endpoint());
             ManagedChannel channel = Grpc.newChannelBuilderForAddress(endpoint.getHost(), endpoint.getPort(), InsecureChannelCredentials.create()).build();
@@ -205,7 +203,7 @@ class PythonSequenceTest {
     @Test
     void grpc_iterativeSequence_oneRequestManyExecutions_overStreaming() throws Exception {
         try (BackplaneHost host = host("iterative_sequence");
-                Frontend f = host.frontendFactories().get("grpc").create(context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
+                Frontend f = host.frontendFactories().get("grpc").create(TestFrontends.context(host, Map.of("host", "127.0.0.1", "port", "0")))) {
             f.start();
             URI endpoint = URI.create(f.endpoint().contains("://") ? f.endpoint() : "grpc://" + f.endpoint());
             ManagedChannel channel = Grpc.newChannelBuilderForAddress(endpoint.getHost(), endpoint.getPort(), InsecureChannelCredentials.create()).build();
@@ -259,19 +257,5 @@ class PythonSequenceTest {
                 channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
             }
         }
-    }
-
-    private static FrontendContext context(InferenceService service, Map<String, String> options) {
-        return new FrontendContext() {
-            @Override
-            public InferenceService service() {
-                return service;
-            }
-
-            @Override
-            public Map<String, String> options() {
-                return options;
-            }
-        };
     }
 }
