@@ -5,7 +5,9 @@ import io.backplane.spi.InstanceContext;
 import io.backplane.spi.ModelInstance;
 import io.backplane.spi.ScheduledRequest;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.LockSupport;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
@@ -34,6 +36,10 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
     private volatile String lastFailure = "";
     private final Thread monitor;
     private volatile long monitorRounds; // written by the monitor thread only
+    /** Set by the monitor just before it parks without a timeout; whoever clears it unparks it. */
+    private final AtomicBoolean monitorAsleep = new AtomicBoolean();
+    private final LongAdder monitorWakeups = new LongAdder();
+    private volatile long monitorIdleParks; // written by the monitor thread only
     private @Nullable Thread restarter;
 
     private PythonInstance(PythonModel model, InstanceContext context) {
@@ -133,9 +139,17 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
         }
     }
 
+    /**
+     * Wakes the monitor only when it parked without a timeout: one that already watches work ticks
+     * on its own within {@value #TICK_NANOS} ns, and an unpark per execution would make every
+     * request pay a thread wake-up on a busy machine (issue 16).
+     */
     @Override
     public void workStarted() {
-        LockSupport.unpark(monitor);
+        if (monitorAsleep.get() && monitorAsleep.compareAndSet(true, false)) {
+            monitorWakeups.increment();
+            LockSupport.unpark(monitor);
+        }
     }
 
     @Override
@@ -196,6 +210,16 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
         return monitorRounds;
     }
 
+    /** Times {@link #workStarted} unparked the monitor (tests: never more than its idle parks). */
+    long monitorWakeups() {
+        return monitorWakeups.sum();
+    }
+
+    /** Times the monitor, finding no work to watch, set out to park without a timeout. */
+    long monitorIdleParks() {
+        return monitorIdleParks;
+    }
+
     /** Whether the monitor is parked without a timeout (it has no work to watch). */
     boolean monitorIdle() {
         return monitor.getState() == Thread.State.WAITING;
@@ -213,9 +237,18 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
             }
             if (busy) {
                 LockSupport.parkNanos(TICK_NANOS);
-            } else {
-                LockSupport.park();
+                continue;
             }
+            monitorIdleParks++;
+            monitorAsleep.set(true);
+            // Work posted before the flag was up did not unpark us: look again before parking
+            // (both sides write, then read, volatile state, so one of them sees the other).
+            if (s != null && s.hasWork() || state == State.CLOSED) {
+                monitorAsleep.set(false);
+                continue;
+            }
+            LockSupport.park();
+            monitorAsleep.set(false);
         }
     }
 

@@ -84,6 +84,7 @@ class StubWakeupTest {
             }
             assertEquals(1, h.stub().generation(), "the stub was restarted");
             assertWakeupsOnlyToSleepers(h.stub(), 200 + 6 * 60);
+            assertMonitorWokenOnlyWhenAsleep(h.instance());
         }
     }
 
@@ -99,7 +100,23 @@ class StubWakeupTest {
                 assertArrayEquals(x, call(h, x), "request " + i);
             }
             assertWakeupsOnlyToSleepers(h.stub(), 300);
+            assertMonitorWokenOnlyWhenAsleep(h.instance());
+            // Back-to-back executions keep the monitor ticking; it goes idle only when a 10 ms tick
+            // falls between two of them, so far fewer wake-ups than executions.
+            assertTrue(h.instance().monitorWakeups() < 150,
+                    "the monitor was unparked " + h.instance().monitorWakeups() + " times for 300 back-to-back executions");
         }
+    }
+
+    /**
+     * The monitor that watches executions is unparked only out of a park without a timeout (it had
+     * no work); one that ticks already is left to tick. An unpark per execution, as before issue 16,
+     * would count 300 here against a handful of idle parks.
+     */
+    private static void assertMonitorWokenOnlyWhenAsleep(PythonInstance instance) {
+        long wakeups = instance.monitorWakeups();
+        long parks = instance.monitorIdleParks();
+        assertTrue(wakeups <= parks, "the monitor was unparked " + wakeups + " times but set out to park idle only " + parks + " times");
     }
 
     /**
