@@ -385,7 +385,11 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
 
         @Override
         public InferenceResponse get(long timeout, TimeUnit unit) throws InterruptedException, ExecutionException, TimeoutException {
-            spin.await(this::isDone); // never helps: running the model here could outlast the caller's timeout
+            // never helps: running the model here could outlast the caller's timeout; a worker takes it now
+            if (!isDone() && request instanceof io.backplane.core.internal.Joinable j) {
+                j.handOver();
+            }
+            spin.await(this::isDone);
             return super.get(timeout, unit);
         }
 

@@ -124,6 +124,7 @@ final class Admission implements RequestState.Hold {
                     return true;
                 }
             }
+            queue.handOver(r); // no instance idle: a worker runs it, woken now if it was queued quietly
             return false;
         };
         state.set(ModelState.READY);
@@ -217,7 +218,7 @@ final class Admission implements RequestState.Hold {
                 }
             }
         } else if (sink.joins() && !stepSlots.isEmpty()) {
-            r.helper(helpOnIdle); // its caller blocks on it and may run it while it still waits here
+            r.helper(helpOnIdle, q::handOver); // its caller blocks on it and may run it while it still waits here
         }
         q.enqueue(r);
         return r;

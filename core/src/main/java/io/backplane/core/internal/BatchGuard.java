@@ -101,6 +101,17 @@ final class BatchGuard implements InstanceSlot.BatchSource {
         }
     }
 
+    /** The caller of queued {@code r} will not run it: a batcher that queued it quietly wakes a worker ({@link Withdrawable#handOver}). */
+    void handOver(RequestState r) {
+        if (batcher instanceof Withdrawable w) {
+            try {
+                w.handOver(r);
+            } catch (Throwable t) {
+                log.warn("the batcher of model '{}' failed to hand over {}", model(), r.describe(), t);
+            }
+        }
+    }
+
     /** A queued request was withdrawn by the core (cancel): tell the batcher. */
     void cancelled(RequestState r) {
         try {

@@ -16,4 +16,20 @@ public interface Joinable {
      * @return whether the request ran (or ended) here
      */
     boolean help();
+
+    /**
+     * The caller will not run the request (it waits with a timeout): a worker takes it now, woken
+     * if the request was queued without waking one. Idempotent; nothing when it already runs or ended.
+     */
+    void handOver();
+
+    /**
+     * Whether {@code r}'s caller blocks on it and may run it itself ({@link #help}): a worker that
+     * took such a request has no reason to spin for the next one, since that caller's next request
+     * will find the instance idle and run on the caller's own thread. A worker that spins takes it
+     * first, and the caller then pays the wake-up back that helping avoids.
+     */
+    static boolean callerHelps(io.backplane.spi.ScheduledRequest r) {
+        return r instanceof RequestState s && s.hasHelper();
+    }
 }

@@ -276,8 +276,17 @@ final class RequestState implements ScheduledRequest, ResponseSender {
     private volatile java.util.function.@Nullable Predicate<RequestState> helper;
 
     /** Lets the caller that blocks on this queued request run it through {@code h} (its version's instances). */
-    void helper(java.util.function.Predicate<RequestState> h) {
+    void helper(java.util.function.Predicate<RequestState> h, java.util.function.Consumer<RequestState> giveToWorker) {
+        handOver = giveToWorker;
         helper = h;
+    }
+
+    /** Wakes a worker for this request when its caller will not run it ({@link Joinable#handOver}). */
+    private volatile java.util.function.@Nullable Consumer<RequestState> handOver;
+
+    /** Whether the caller blocking on this request may run it ({@link Joinable#callerHelps}). */
+    boolean hasHelper() {
+        return helper != null;
     }
 
     private boolean help() {
@@ -285,10 +294,22 @@ final class RequestState implements ScheduledRequest, ResponseSender {
         return h != null && !isClosed() && h.test(this);
     }
 
+    private void handOver() {
+        var h = handOver;
+        if (h != null && !isClosed()) {
+            h.accept(this);
+        }
+    }
+
     private record Handle(RequestState r) implements RequestHandle, Joinable {
         @Override
         public boolean help() {
             return r.help();
+        }
+
+        @Override
+        public void handOver() {
+            r.handOver();
         }
 
         @Override

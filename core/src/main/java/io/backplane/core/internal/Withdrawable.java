@@ -10,4 +10,11 @@ import io.backplane.spi.ScheduledRequest;
 public interface Withdrawable {
     /** Removes {@code request} from the queue; false when it is not queued (taken, cancelled, or never there). */
     boolean withdraw(ScheduledRequest request);
+
+    /**
+     * The caller of {@code request} will not run it after all (every instance is busy, or it waits
+     * with a timeout): if the batcher queued it quietly, without waking a worker, it wakes one now.
+     */
+    default void handOver(ScheduledRequest request) {
+    }
 }

@@ -192,6 +192,56 @@ class HelpingJoinTest {
         assertEquals(List.of(), violations);
     }
 
+    /**
+     * A caller that composes futures and never joins them leaves its request in the quiet queue
+     * (no worker was woken for it, since such a caller usually runs its own request): a worker's
+     * tick still takes it. Blocking and composing callers interleave at random; every request is
+     * answered, exactly once.
+     */
+    @Test
+    void composingCallersThatNeverJoin_areAnsweredByTheWorkers() throws Exception {
+        recordingEcho("m");
+        host = BackplaneHost.builder().backend(backend).model(model("m", 1)).build();
+        ExecutorService pool = callers(3);
+        try {
+            List<Future<?>> done = new ArrayList<>();
+            for (int t = 0; t < 3; t++) {
+                long base = t * 1000L;
+                done.add(pool.submit(() -> {
+                    ThreadLocalRandom rnd = ThreadLocalRandom.current();
+                    for (long i = base; i < base + 150; i++) {
+                        long tag = i;
+                        CompletableFuture<InferenceResponse> f = host.infer(ScriptedBackend.request("m", tag));
+                        if (rnd.nextBoolean()) {
+                            assertEquals(tag, ScriptedBackend.tagOf(f.get()));
+                            continue;
+                        }
+                        CountDownLatch answered = new CountDownLatch(1);
+                        long[] got = {-1};
+                        f.whenComplete((r, e) -> {
+                            if (r != null) {
+                                got[0] = ScriptedBackend.tagOf(r);
+                            }
+                            answered.countDown();
+                        });
+                        assertTrue(answered.await(30, TimeUnit.SECONDS), "composed request " + tag + " was not answered within 30 s");
+                        assertEquals(tag, got[0], "the answer of composed request " + tag);
+                    }
+                    return null;
+                }));
+            }
+            for (Future<?> f : done) {
+                f.get(90, TimeUnit.SECONDS);
+            }
+        } finally {
+            pool.shutdownNow();
+            assertTrue(pool.awaitTermination(30, TimeUnit.SECONDS));
+        }
+        assertEquals(List.of(), violations);
+        assertEquals(450, executed.size(), "requests executed");
+        assertEquals(0, host.openRequests());
+    }
+
     /** Unloads and reloads race blocking callers: each request is answered or refused once, and nothing stays open. */
     @Test
     void unloadsRacingHelpingCallers_everyRequestEndsOnce() throws Exception {
