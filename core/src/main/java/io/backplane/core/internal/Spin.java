@@ -19,7 +19,8 @@ import java.util.function.IntSupplier;
  * <ol>
  *   <li>only when a core is free: none on one core, and never more threads of this JVM at once
  *       than the cores the other processes leave free, measured at most every 250 ms from the
- *       machine's busy time ({@code /proc/stat}) less this JVM's own CPU time, so that the spins
+ *       machine's busy time ({@code /proc/stat}, without the hypervisor's steal) less this JVM's
+ *       own CPU time, smoothed over about a second and rounded to whole cores, so that the spins
  *       themselves never count as load (a load average does count them, and would switch spinning
  *       off because of it); where {@code /proc/stat} cannot be read, the load average stands in;</li>
  *   <li>one spin lasts at most its site's budget;</li>
@@ -112,6 +113,7 @@ public final class Spin {
         private long lastNanos;
         private long lastBusyTicks = -1;
         private long lastOwnNanos;
+        private double othersLoad = -1;
 
         @Override
         public boolean getAsBoolean() {
@@ -136,15 +138,21 @@ public final class Spin {
                 return;
             }
             if (lastBusyTicks >= 0 && now > lastNanos) {
-                double others = ((busy - lastBusyTicks) * TICK_NANOS - (own - lastOwnNanos)) / (now - lastNanos);
-                free = (int) Math.max(0, Math.min(CORES, Math.floor(CORES - Math.max(0, others) + 0.25)));
+                double sampled = Math.max(0, ((busy - lastBusyTicks) * TICK_NANOS - (own - lastOwnNanos)) / (now - lastNanos));
+                // smoothed over about a second and rounded, so that tick granularity and short bursts do not flap it
+                double others = othersLoad < 0 ? sampled : 0.5 * othersLoad + 0.5 * sampled;
+                othersLoad = others;
+                free = (int) Math.max(0, Math.min(CORES, Math.round(CORES - others)));
             }
             lastNanos = now;
             lastBusyTicks = busy;
             lastOwnNanos = own;
         }
 
-        /** Busy ticks of all cores (all but idle and iowait), or -1 where /proc/stat is unreadable. */
+        /**
+         * Busy ticks of all cores (user, nice, system, irq, softirq: not idle, iowait nor the
+         * hypervisor's steal), or -1 where /proc/stat is unreadable.
+         */
         private static long busyTicks() {
             try (java.io.BufferedReader r = java.nio.file.Files.newBufferedReader(java.nio.file.Path.of("/proc/stat"),
                     java.nio.charset.StandardCharsets.US_ASCII)) {
@@ -154,7 +162,7 @@ public final class Spin {
                 }
                 String[] f = line.trim().split("\\s+");
                 long busy = 0;
-                for (int i = 1; i < f.length && i <= 8; i++) {
+                for (int i = 1; i < f.length && i <= 7; i++) {
                     if (i != 4 && i != 5) {
                         busy += Long.parseLong(f[i]);
                     }

@@ -21,8 +21,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p>Every {@value #SAMPLE_MS} ms at most (lazily, by whichever thread asks), it reads the
  * machine's busy time ({@code /proc/stat}) and subtracts what this JVM and its live stubs used
  * ({@code /proc/self/stat}, {@code /proc/<pid>/stat}): what is left is the other processes'
- * load, so our own spinning never closes the gate on itself (a load average does). The cores
- * the others leave free are the spin slots. Then:
+ * load, so our own spinning never closes the gate on itself (a load average does). That load is
+ * smoothed over about a second and rounded to whole cores; the cores the others leave free are the
+ * spin slots. Then:
  * <ul>
  *   <li>a host thread waiting for a stub's result spins only while
  *       {@code busy stubs + spinning host threads} stays within the free cores
@@ -45,6 +46,7 @@ final class Cores {
     private static final com.sun.management.OperatingSystemMXBean OS =
             (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
     private static volatile int freeCores = CORES;
+    private static double othersLoad = -1; // smoothed load of the other processes, in cores (guarded by NEXT)
     // last sample (guarded by the NEXT compare-and-set)
     private static long lastNanos = System.nanoTime();
     private static long lastBusyTicks = -1;
@@ -120,8 +122,12 @@ final class Cores {
             }
         }
         if (lastBusyTicks >= 0 && now > lastNanos) {
-            double others = ((busy - lastBusyTicks) * TICK_NANOS - oursNanos) / (now - lastNanos);
-            freeCores = (int) Math.max(0, Math.min(CORES, Math.floor(CORES - Math.max(0, others) + 0.25)));
+            double sampled = Math.max(0, ((busy - lastBusyTicks) * TICK_NANOS - oursNanos) / (now - lastNanos));
+            // Smoothed over about a second, and rounded: the sample's tick granularity (10 ms per process
+            // per 250 ms) and a short burst of someone else's work must not switch spinning off and on.
+            double others = othersLoad < 0 ? sampled : 0.5 * othersLoad + 0.5 * sampled;
+            othersLoad = others;
+            freeCores = (int) Math.max(0, Math.min(CORES, Math.round(CORES - others)));
         }
         lastNanos = now;
         lastBusyTicks = busy;
@@ -130,7 +136,11 @@ final class Cores {
         LAST_STUB_TICKS.putAll(ticks);
     }
 
-    /** user+nice+system+irq+softirq+steal ticks of all cores, or -1 where /proc/stat is unreadable. */
+    /**
+     * user+nice+system+irq+softirq ticks of all cores, or -1 where /proc/stat is unreadable. Steal
+     * (time the hypervisor gave our virtual cores to someone else) is left out: it is not work on
+     * this machine that a spin would take a core from, and it grows with our own spinning.
+     */
     private static long machineBusyTicks() {
         try (BufferedReader r = Files.newBufferedReader(Path.of("/proc/stat"), StandardCharsets.US_ASCII)) {
             String line = r.readLine();
@@ -139,7 +149,7 @@ final class Cores {
             }
             String[] f = line.trim().split("\\s+");
             long busy = 0;
-            for (int i = 1; i < f.length && i <= 8; i++) {
+            for (int i = 1; i < f.length && i <= 7; i++) {
                 if (i != 4 && i != 5) { // idle, iowait
                     busy += Long.parseLong(f[i]);
                 }
