@@ -839,7 +839,7 @@ final class StubConnection {
                     stubWakeupsSent.incrementAndGet();
                     trySend(Wire.F_WAKE, new byte[0]);
                 }
-                got = awaitReply(e);
+                got = awaitReply(e, waiting != 0);
             } finally {
                 Cores.executionReturned();
             }
@@ -952,9 +952,12 @@ final class StubConnection {
      * stubs and spinning host threads than free cores), then sleeps on the reply word's futex (or
      * parks for the socket's WAKE_HOST where the stub or the JVM has no futex).
      */
-    private boolean awaitReply(Execution e) {
+    private boolean awaitReply(Execution e, boolean wokeStub) {
         boolean spin = settings.spinMicros() > 0 && Cores.tryEnterHostSpin();
-        long spinEnd = spin ? System.nanoTime() + settings.spinMicros() * 1000 : 0;
+        // A stub we had to wake answers a wake-up later: a spin as short as usual would end before that and
+        // put this thread to sleep too, so the stub would have to wake it, and each side's late wake-up
+        // would make the other fall asleep again, request after request.
+        long spinEnd = spin ? System.nanoTime() + settings.spinMicros() * 1000 * (wokeStub ? AFTER_WAKE_SPIN_FACTOR : 1) : 0;
         boolean futex = ctl.get(ValueLayout.JAVA_LONG, Wire.W_HOST_FUTEX) == 1L && ctl.get(ValueLayout.JAVA_LONG, Wire.W_STUB_FUTEX) == 1L;
         boolean waiting = false;
         try {
@@ -1375,6 +1378,14 @@ final class StubConnection {
             regionLock.readLock().unlock();
         }
     }
+
+    /** Whether the monitor has something to watch here: a stall, an execution or an open request. */
+    boolean hasWork() {
+        return !dead.get() && (stalled || current != null || hasOpenRequests());
+    }
+
+    /** How much longer than {@code spin_us} a side spins after it had to wake the other ({@link #awaitReply}). */
+    static final int AFTER_WAKE_SPIN_FACTOR = 4;
 
     private boolean hasOpenRequests() {
         for (Execution e : executions.values()) {

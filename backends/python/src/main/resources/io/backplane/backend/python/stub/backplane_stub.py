@@ -55,6 +55,8 @@ W_HOST_FUTEX, W_STUB_FUTEX, W_STUB_SPIN_NS = 12, 13, 14
 # execution, and how often a blocking call of that sleep returned.
 W_STUB_SLEEPS, W_STUB_WAKEUPS = 15, 16
 WAITING_SOCKET, WAITING_FUTEX = 1, 2
+# How much longer than spin_us a side spins after it had to wake the other (StubConnection.AFTER_WAKE_SPIN_FACTOR).
+AFTER_WAKE_SPIN_FACTOR = 4
 MAGIC = 0x42504C4E50594731  # "BPLNPYG1"
 
 # Wire datatype codes: io.backplane.spi.DataType ordinals.
@@ -622,11 +624,17 @@ class Runtime:
         futex = self.futex
         seq_addr = futex.addr(W_TO_STUB_SEQ) if futex else None
         reply_addr = futex.addr(W_REPLY_SEQ) if futex else None
+        woke_host = False
         while not self.shutdown:
             s = ctl[W_TO_STUB_SEQ]
             if s == last:
                 # The host decides per execution whether a core is free for this stub to spin on.
                 spin_ns = min(self.spin_ns, ctl[W_STUB_SPIN_NS])
+                if woke_host:
+                    # the host we just woke needs a wake-up's time before it can post the next execution: a
+                    # spin as short as usual would end first, and the host would then have to wake us too
+                    spin_ns *= AFTER_WAKE_SPIN_FACTOR
+                    woke_host = False
                 if spin_ns > 0:
                     deadline = clock() + spin_ns
                     i = 0
@@ -672,8 +680,10 @@ class Runtime:
             waiting = ctl[W_HOST_WAITING]
             if waiting == WAITING_FUTEX:
                 futex.wake(reply_addr)
+                woke_host = True
             elif waiting:
                 self.send_frame(F_WAKE_HOST)
+                woke_host = True
             if self.left_open:
                 # Plain requests were left to their response senders: a young-generation collection finds a
                 # sender the model already dropped, so its request ends now (see end_dropped_senders).
