@@ -42,7 +42,9 @@ import java.util.stream.Stream;
  * gunicorn; DJL runs offline with that interpreter.
  *
  * <p>Options: {@code --rounds N} (default 2; the table shows the median), {@code --seconds S}
- * per measurement (default 5), {@code --peers backplane,djl,flask}, {@code --python PATH},
+ * per measurement (default 5), {@code --warmup S} seconds of the same calls before each
+ * measurement, for every peer alike (default 5: the JIT compiles the hot path after some ten
+ * thousand calls, and a short warm-up measures the interpreter), {@code --peers backplane,djl,flask}, {@code --python PATH},
  * {@code --cases TEXT} (only the cases whose name contains TEXT), {@code --spin-us N} (the python
  * backend's {@code spin_us} parameter; its default otherwise).
  */
@@ -84,6 +86,7 @@ public final class PeersBenchmark {
     }
 
     private static volatile String spinMicros; // null: the backend's default
+    private static volatile int warmupSeconds = 5;
 
     private PeersBenchmark() {
     }
@@ -98,6 +101,7 @@ public final class PeersBenchmark {
         }
         int rounds = Integer.parseInt(opts.getOrDefault("--rounds", "2"));
         int seconds = Integer.parseInt(opts.getOrDefault("--seconds", "5"));
+        warmupSeconds = Integer.parseInt(opts.getOrDefault("--warmup", "5"));
         String python = opts.getOrDefault("--python", "python3");
         List<String> peers = List.of(opts.getOrDefault("--peers", "backplane,djl,flask").split(","));
         for (String p : peers) {
@@ -182,6 +186,7 @@ public final class PeersBenchmark {
             }));
         }
         warm.await();
+        Thread.sleep(warmupSeconds * 1000L);
         measuring.set(true);
         long start = System.nanoTime();
         Thread.sleep(seconds * 1000L);
@@ -337,14 +342,14 @@ public final class PeersBenchmark {
                     %s
                     """.formatted(c.instances(), python, c.batching() ? "dynamic_batching { }" : "",
                     spinMicros == null ? "" : "parameters { key: \"spin_us\" value: { string_value: \"" + spinMicros + "\" } }"));
-            BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.NONE).build();
+            BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.NONE).callerRuns(Boolean.getBoolean("peers.callerRuns")).build();
             return new BackplanePeer(host, repo);
         }
 
         @Override
         public Caller caller() {
             return x -> host.infer(InferenceRequest.builder("identity").input(Tensor.ofFloats("INPUT0", new long[] {1, x.length}, x)).build())
-                    .get(60, TimeUnit.SECONDS).output("OUTPUT0").toFloatArray();
+                    .get().output("OUTPUT0").toFloatArray();
         }
 
         @Override
