@@ -64,6 +64,7 @@ WIRE_TO_NUMPY = [np.bool_, np.uint8, np.uint16, np.uint32, np.uint64, np.int8, n
                  np.float16, np.uint16, np.float32, np.float64, np.object_]
 WIRE_BYTES = 13
 WIRE_BF16 = 10
+WIRE_DTYPES = [np.dtype(t) for t in WIRE_TO_NUMPY]
 NUMPY_TO_WIRE = {np.dtype(t): i for i, t in enumerate(WIRE_TO_NUMPY) if i not in (10, WIRE_BYTES)}
 
 # pb_utils.TritonError code -> wire error code (io.backplane.spi.ErrorCode ordinal)
@@ -88,6 +89,14 @@ _exec_head = struct.Struct("<IQH")
 _req_mid = struct.Struct("<IQH")
 _in_tail = struct.Struct("<IQQ")
 _out_tail = struct.Struct("<IQQ")
+_result_head = struct.Struct("<IQH")
+SMALL_COPY_BYTES = 4096  # outputs up to this size are copied through bytes (write_tensor)
+_shape_structs = [struct.Struct("<%dq" % n) for n in range(9)]
+
+
+def _shape_struct(ndim):
+    """The struct of a shape of ndim int64 dimensions (cached for the common ranks)."""
+    return _shape_structs[ndim] if ndim < len(_shape_structs) else struct.Struct("<%dq" % ndim)
 
 
 class ProtocolError(Exception):
@@ -407,8 +416,11 @@ class Runtime:
             code = NUMPY_TO_WIRE.get(arr.dtype)
             if code is None:
                 raise pb_utils.TritonModelException("output '%s': numpy dtype %s is not supported" % (t.name(), arr.dtype))
-            data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
-        n = data.shape[0]
+            if arr.nbytes <= SMALL_COPY_BYTES:
+                data = arr.tobytes()  # C order whatever the layout; cheaper than numpy views for a few bytes
+            else:
+                data = (arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)).reshape(-1).view(np.uint8)
+        n = len(data)
         if n:
             where = self.scratch_alloc(n) if scratch else None
             if where is None:
@@ -422,7 +434,7 @@ class Runtime:
         w_str(out, t.name())
         out.append(code)
         out.append(arr.ndim)
-        out += struct.pack("<%dq" % arr.ndim, *arr.shape)
+        out += _shape_struct(arr.ndim).pack(*arr.shape)
         out += _out_tail.pack(c, off, n)
 
     def write_response(self, out, resp, blocks, scratch=False):
@@ -486,11 +498,14 @@ class Runtime:
         new_tensor = pb_utils.Tensor.__new__
         Req = pb_utils.InferenceRequest
         Ten = pb_utils.Tensor
+        u32 = _u32.unpack_from
+        sequence_decode = pb_utils._sequence_decode
+        host_slice = self.host_slice
 
         def string(pos):
             if pos + 4 > end:
                 raise ProtocolError("execution message truncated at byte %d" % pos)
-            (n,) = _u32.unpack_from(msg, pos)
+            (n,) = u32(msg, pos)
             pos += 4
             if pos + n > end:
                 raise ProtocolError("string of %d bytes at byte %d runs past the message" % (n, pos))
@@ -500,15 +515,34 @@ class Runtime:
             pos += 8  # host request id (diagnostics)
             req = new_request(Req)
             req._bls_model = None
-            req._request_id, pos = string(pos)
-            cid, pos = string(pos)
-            req._flags, req._correlation_id = pb_utils._sequence_decode(cid)
-            req._parameters, pos = string(pos)
+            # three strings inline (request id, sequence, parameters): string() costs a call each
+            if pos + 4 > end:
+                raise ProtocolError("execution message truncated at byte %d" % pos)
+            (n,) = u32(msg, pos)
+            pos += 4 + n
+            if pos + 4 > end:
+                raise ProtocolError("execution message truncated at byte %d" % pos)
+            req._request_id = msg[pos - n:pos].decode("utf-8") if n else ""
+            (n,) = u32(msg, pos)
+            pos += 4 + n
+            if pos + 4 > end:
+                raise ProtocolError("execution message truncated at byte %d" % pos)
+            cid = msg[pos - n:pos]
+            if cid == b"0:":  # no flags, no correlation id: the common case
+                req._flags, req._correlation_id = 0, 0
+            else:
+                req._flags, req._correlation_id = sequence_decode(cid.decode("utf-8"))
+            (n,) = u32(msg, pos)
+            pos += 4 + n
+            if pos > end:
+                raise ProtocolError("execution message truncated at byte %d" % pos)
+            params = msg[pos - n:pos]
+            req._parameters = "{}" if params == b"{}" else params.decode("utf-8")
             if pos + 14 > end:
                 raise ProtocolError("execution message truncated at byte %d" % pos)
             cchunk, coff, nout = _req_mid.unpack_from(msg, pos)
             pos += 14
-            req._cancel = self.host_slice(cchunk, coff, 8)
+            req._cancel = host_slice(cchunk, coff, 8)
             requested = []
             for _ in range(nout):
                 name, pos = string(pos)
@@ -528,15 +562,23 @@ class Runtime:
                 pos += 2
                 if pos + 8 * ndim + 20 > end:
                     raise ProtocolError("execution message truncated at byte %d" % pos)
-                shape = struct.unpack_from("<%dq" % ndim, msg, pos)
+                shape = _shape_struct(ndim).unpack_from(msg, pos)
                 pos += 8 * ndim
                 chunk, off, nbytes = _in_tail.unpack_from(msg, pos)
                 pos += 20
-                raw = self.host_slice(chunk, off, nbytes)
-                if code == WIRE_BYTES:
-                    arr = pb_utils.deserialize_bytes_tensor(raw).reshape(shape)
-                elif code < WIRE_BYTES:
-                    arr = raw.view(WIRE_TO_NUMPY[code]).reshape(shape)
+                if code < WIRE_BYTES:
+                    dt = WIRE_DTYPES[code]
+                    count = 1
+                    for d in shape:
+                        count *= d
+                    if count * dt.itemsize != nbytes:
+                        raise ProtocolError("input '%s' of shape %s has %d bytes" % (name, list(shape), nbytes))
+                    u8 = self.host_chunk(chunk)
+                    if off < 0 or off + nbytes > u8.shape[0]:
+                        raise ProtocolError("host offset %d+%d outside chunk %d of %d bytes" % (off, nbytes, chunk, u8.shape[0]))
+                    arr = np.ndarray(shape, dt, u8, off)  # a view of the host's memory, as u8[off:].view(dt) would be
+                elif code == WIRE_BYTES:
+                    arr = pb_utils.deserialize_bytes_tensor(host_slice(chunk, off, nbytes)).reshape(shape)
                 else:
                     raise ProtocolError("input '%s' has unknown datatype code %d" % (name, code))
                 t = new_tensor(Ten)
@@ -561,7 +603,7 @@ class Runtime:
         self.bls.active = [weakref.ref(r) for r in requests]  # weak: a dropped response sender must still be collected
         try:
             ret = self.model.execute(requests)
-            if asyncio.iscoroutine(ret):
+            if type(ret) is not list and asyncio.iscoroutine(ret):
                 if self.decoupled:
                     self.loop.submit(ret, backplane_execute.finish_in_background(self, requests))
                     ret = None
@@ -572,6 +614,8 @@ class Runtime:
             self.log(pb_utils.LogLevel.ERROR, "execute() raised for model '%s':\n%s" % (self.model_name, traceback.format_exc()))
         if self.decoupled:
             outcomes = backplane_execute.decoupled_outcomes(self, requests, ret, error)
+        elif error is None and self.plain_result(requests, ret):
+            return self.write_plain_result(exec_id, requests, ret, blocks)
         else:
             outcomes = backplane_execute.plain_outcomes(self, requests, ret, error)
             self.left_open = any(o[0] == "open" for o in outcomes)
@@ -609,6 +653,43 @@ class Runtime:
             c, off = where
         self.arena.chunks[c][0][off:off + len(out)] = out
         return c, off, len(out), blocks
+
+    @staticmethod
+    def plain_result(requests, ret):
+        """Whether execute() returned one InferenceResponse per request and touched no response sender:
+        the common case, whose outcomes plain_outcomes would only confirm one by one."""
+        if type(ret) is not list or len(ret) != len(requests):
+            return False
+        Resp = pb_utils.InferenceResponse
+        for req, resp in zip(requests, ret):
+            if req._sender is not None or req._closed or type(resp) is not Resp:
+                return False
+        return True
+
+    def write_plain_result(self, exec_id, requests, ret, blocks):
+        """The result message of a plain_result(): each request closed with its response."""
+        self.left_open = False
+        out = bytearray(_result_head.pack(self.gen, exec_id, len(requests)))
+        for req, resp in zip(requests, ret):
+            req._executing = False
+            req._closed = True
+            out.append(1)
+            mark = len(out)
+            try:
+                self.write_response(out, resp, blocks, True)
+            except Exception as e:
+                del out[mark:]
+                self.write_error(out, EC_INTERNAL, "response for request '%s' could not be sent: %s: %s"
+                                 % (req._request_id, type(e).__name__, e))
+        n = len(out)
+        where = self.scratch_alloc(n)
+        if where is None:
+            c, off, size = self.arena.alloc(n)
+            blocks.append((c, off, size))
+        else:
+            c, off = where
+        self.arena.chunks[c][0][off:off + n] = out
+        return c, off, n, blocks
 
     def close_request(self, req, response):
         """The FINAL of a plain model's request, from its response sender (the sender's lock is held)."""
