@@ -28,9 +28,10 @@ import java.util.concurrent.atomic.AtomicLong;
  *   <li>a host thread waiting for a stub's result spins only while
  *       {@code busy stubs + spinning host threads} stays within the free cores
  *       ({@link #tryEnterHostSpin}); with more busy stubs than free cores, it blocks at once;</li>
- *   <li>a stub spins for the next execution only while every live stub and its host waiter
- *       would fit on the free cores ({@link #stubMaySpin}); with more instances than cores, a stub
- *       blocks at once.</li>
+ *   <li>a stub spins for the next execution while every live stub and its host waiter would fit
+ *       on the free cores ({@link #stubMaySpin}); while only the stubs fit, it spins
+ *       {@value #SHORT_SPIN_NANOS} ns at most, enough for a busy instance's next execution; with
+ *       more instances than free cores, a stub blocks at once ({@link #stubSpinNanos}).</li>
  * </ul>
  * Where {@code /proc} cannot be read, the machine counts as fully free. Thread-safe.
  */
@@ -91,6 +92,25 @@ final class Cores {
     /** Whether stubs may spin for their next execution now (each with its host waiter). */
     static boolean stubMaySpin() {
         return 2 * STUB_PIDS.size() <= freeCores();
+    }
+
+    /** The longest spin a stub makes for its next execution when it may not spin in full ({@link #stubSpinNanos}). */
+    static final long SHORT_SPIN_NANOS = 40_000;
+
+    /**
+     * How long a stub may spin for its next execution, at most {@code full}: all of it while every
+     * stub and its host waiter fit on the free cores; {@value #SHORT_SPIN_NANOS} ns while the stubs
+     * alone fit (one spinner per free core: the host thread of a busy instance posts the next
+     * execution within that, and a futex wake-up costs the stub more on a busy machine); none with
+     * more stubs than free cores.
+     */
+    static long stubSpinNanos(long full) {
+        int free = freeCores();
+        int stubs = STUB_PIDS.size();
+        if (2 * stubs <= free) {
+            return full;
+        }
+        return CORES >= 2 && stubs <= free ? Math.min(full, SHORT_SPIN_NANOS) : 0;
     }
 
     /** The cores the other processes leave free (sampled at most every {@value #SAMPLE_MS} ms). */

@@ -826,7 +826,7 @@ final class StubConnection {
             ctl.set(ValueLayout.JAVA_LONG, Wire.W_MSG_LEN, msg.size());
             // How long the stub may spin for its next execution once this one is done: decided by the
             // cores free now, for every stub of this JVM together (Cores).
-            ctl.set(ValueLayout.JAVA_LONG, Wire.W_STUB_SPIN_NS, Cores.stubMaySpin() ? settings.spinMicros() * 1000 : 0L);
+            ctl.set(ValueLayout.JAVA_LONG, Wire.W_STUB_SPIN_NS, Cores.stubSpinNanos(settings.spinMicros() * 1000));
             Cores.executionPosted();
             boolean got;
             try {

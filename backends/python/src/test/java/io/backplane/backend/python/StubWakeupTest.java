@@ -196,6 +196,15 @@ class StubWakeupTest {
         fake.forEach(Cores::stubStarted);
         try {
             assertFalse(Cores.stubMaySpin(), "stubs may spin with as many stubs as cores (each with its host waiter)");
+            long shortSpin = Cores.stubSpinNanos(200_000);
+            assertTrue(shortSpin == 0 || shortSpin == Cores.SHORT_SPIN_NANOS && Cores.freeCores() >= Cores.CORES,
+                    "as many stubs as cores spin " + shortSpin + " ns with " + Cores.freeCores() + " cores free");
+            Cores.stubStarted(Long.MAX_VALUE - Cores.CORES);
+            try {
+                assertEquals(0, Cores.stubSpinNanos(200_000), "more stubs than cores still spin");
+            } finally {
+                Cores.stubEnded(Long.MAX_VALUE - Cores.CORES);
+            }
         } finally {
             fake.forEach(Cores::stubEnded);
         }
