@@ -8,6 +8,7 @@ import io.backplane.spi.batch.BatcherFactory;
 import io.backplane.spi.ScheduledRequest;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
@@ -39,8 +40,9 @@ public final class NoneBatcherFactory implements BatcherFactory {
      * <p><b>Quiet hand-off</b> (issue 16). A request whose caller blocks on it and runs it itself
      * when an instance is idle ({@link Joinable}) gains nothing from waking a worker: the caller
      * takes it back a microsecond later, and the wake-up only preempts the caller or the backend's
-     * process on a small machine. While such requests come, they are queued <em>quietly</em>, without a
-     * signal, and the workers wait in ticks of {@value #TICK_MICROS} µs instead of one long park; a
+     * process on a small machine. While such requests come, one that finds nothing else queued is
+     * queued <em>quietly</em>, without a signal (behind others, its caller could not run it now, and
+     * one preempted before it joins would leave it there while the workers idle), and the workers wait in ticks of {@value #TICK_MICROS} µs instead of one long park; a
      * worker never takes a quiet request unless its caller left it there for a whole tick. A caller
      * that cannot run its request (every instance busy) or will not ({@code get} with a timeout)
      * hands it over at once, with the signal ({@link io.backplane.core.internal.Withdrawable#handOver}).
@@ -48,7 +50,9 @@ public final class NoneBatcherFactory implements BatcherFactory {
      * instead of joining them) turns the quiet path off for a second, so such a caller pays at most
      * one tick a second. Fifty milliseconds after the last such request the workers stop ticking and
      * park, so an idle model still uses no CPU; a quiet request queued as a worker parks is handed
-     * over by whichever side sees the other (each writes, then reads, volatile state).
+     * over by whichever side sees the other (each writes, then reads, volatile state). A request
+     * queued with the signal while quiet ones wait moves them ahead of itself first, so the queue
+     * stays first come, first served.
      */
     private static final class NoneBatcher implements Batcher, io.backplane.core.internal.Withdrawable {
         private static final ScheduledRequest CLOSED = new Poison();
@@ -80,7 +84,10 @@ public final class NoneBatcherFactory implements BatcherFactory {
 
         @Override
         public void enqueue(ScheduledRequest request) {
-            if (Joinable.callerHelps(request) && !closed) {
+            // Only a request that finds nothing queued goes quietly: behind others, its caller could not run it
+            // now anyway, and with many callers one that is preempted before it joins would leave its request
+            // there while the workers idle.
+            if (Joinable.callerHelps(request) && !closed && queue.isEmpty() && quiet.isEmpty()) {
                 long now = System.nanoTime();
                 if (now - offUntil >= 0) {
                     if (now - watchUntil > -WATCH_NANOS / 2) {
@@ -93,7 +100,21 @@ public final class NoneBatcherFactory implements BatcherFactory {
                     return;
                 }
             }
+            if (!quiet.isEmpty()) {
+                handOverQuiet(); // first come, first served: a quiet request goes ahead of a later one
+            }
             queue.add(request);
+        }
+
+        /** Moves every quiet request to the signalled queue, oldest first. */
+        private void handOverQuiet() {
+            List<Map.Entry<ScheduledRequest, Long>> waiting = new ArrayList<>(quiet.entrySet());
+            waiting.sort(Map.Entry.comparingByValue());
+            for (var e : waiting) {
+                if (quiet.remove(e.getKey(), e.getValue())) {
+                    queue.add(e.getKey());
+                }
+            }
         }
 
         @Override
@@ -118,8 +139,8 @@ public final class NoneBatcherFactory implements BatcherFactory {
                     return List.of();
                 }
                 if (!r.sender().isClosed()) {
-                    // a caller that helps runs its next request itself: spinning for it would only take it away
-                    busy = !Joinable.callerHelps(r);
+                    // the spin watches the signalled queue only: a quiet request stays its caller's to run
+                    busy = true;
                     return List.of(r);
                 }
             }

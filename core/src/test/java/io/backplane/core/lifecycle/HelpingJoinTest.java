@@ -242,6 +242,37 @@ class HelpingJoinTest {
         assertEquals(0, host.openRequests());
     }
 
+    /**
+     * First come, first served still holds with quiet requests: while the instance runs A, B (whose
+     * caller would help) waits quietly and C, queued behind it, is signalled; the worker must run B
+     * before C.
+     */
+    @Test
+    void quietRequestThenSignalledOne_runInArrivalOrder() throws Exception {
+        CountDownLatch entered = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        List<Long> order = java.util.Collections.synchronizedList(new ArrayList<>());
+        backend.on("m", (batch, inst) -> {
+            for (ScheduledRequest r : batch) {
+                long tag = r.request().input("IN").toLongArray()[0];
+                order.add(tag);
+                if (tag == 0) {
+                    entered.countDown();
+                    assertTrue(release.await(30, TimeUnit.SECONDS));
+                }
+                r.sender().sendFinal(ScriptedBackend.echo(r));
+            }
+        });
+        host = BackplaneHost.builder().backend(backend).model(model("m", 1)).build();
+        CompletableFuture<InferenceResponse> a = host.infer(ScriptedBackend.request("m", 0));
+        assertTrue(entered.await(30, TimeUnit.SECONDS));
+        CompletableFuture<InferenceResponse> b = host.infer(ScriptedBackend.request("m", 1));
+        CompletableFuture<InferenceResponse> c = host.infer(ScriptedBackend.request("m", 2));
+        release.countDown();
+        CompletableFuture.allOf(a, b, c).get(30, TimeUnit.SECONDS);
+        assertEquals(List.of(0L, 1L, 2L), order, "execution order");
+    }
+
     /** Unloads and reloads race blocking callers: each request is answered or refused once, and nothing stays open. */
     @Test
     void unloadsRacingHelpingCallers_everyRequestEndsOnce() throws Exception {
