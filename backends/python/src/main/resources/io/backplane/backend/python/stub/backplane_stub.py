@@ -645,14 +645,7 @@ class Runtime:
                     del out[mark:]
                     self.write_error(out, EC_INTERNAL, "response for request '%s' could not be sent: %s: %s"
                                      % (req._request_id, type(e).__name__, e))
-        where = self.scratch_alloc(len(out))
-        if where is None:
-            c, off, size = self.arena.alloc(len(out))
-            blocks.append((c, off, size))
-        else:
-            c, off = where
-        self.arena.chunks[c][0][off:off + len(out)] = out
-        return c, off, len(out), blocks
+        return self.place_result(out, blocks)
 
     @staticmethod
     def plain_result(requests, ret):
@@ -681,6 +674,10 @@ class Runtime:
                 del out[mark:]
                 self.write_error(out, EC_INTERNAL, "response for request '%s' could not be sent: %s: %s"
                                  % (req._request_id, type(e).__name__, e))
+        return self.place_result(out, blocks)
+
+    def place_result(self, out, blocks):
+        """Copies a result message into the scratch block (or arena blocks, added to blocks): (chunk, offset, length, blocks)."""
         n = len(out)
         where = self.scratch_alloc(n)
         if where is None:
