@@ -10,9 +10,8 @@ import io.backplane.core.batch.SequenceBatcherFactory;
 import io.backplane.core.internal.CoreModule;
 import io.backplane.core.internal.HostOptions;
 import io.backplane.core.internal.MemoryBudget;
-import io.backplane.core.internal.OwnedDirectory;
+import io.backplane.core.internal.ModelNames;
 import io.backplane.core.internal.HostRuntime;
-import io.backplane.core.internal.ResponseSink;
 import io.backplane.core.internal.Spin;
 import io.backplane.core.plugin.ClassLoaderSafeFrontendFactory;
 import io.backplane.core.plugin.PluginClassLoader;
@@ -35,12 +34,7 @@ import io.backplane.spi.host.ModelStatistics;
 import io.backplane.spi.host.ModelStatus;
 import io.backplane.spi.host.RequestHandle;
 import io.backplane.spi.host.ResponseObserver;
-import java.io.IOException;
-import java.nio.file.FileVisitResult;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.SimpleFileVisitor;
-import java.nio.file.attribute.BasicFileAttributes;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -49,9 +43,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -74,14 +66,22 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
     /** Backplane's version (from the jar manifest, or "dev" when run from classes). */
     public static final String VERSION = versionFromManifest();
 
+    /** The server name a host reports unless its builder names another. */
+    public static final String DEFAULT_SERVER_NAME = "backplane";
+
     private final HostRuntime runtime;
     private final Path workDirectory;
     /** Where callers blocked in {@code infer(..).get()} spin briefly before they park. */
     private final Spin callerSpin = new Spin(100, TimeUnit.MICROSECONDS);
 
-    private BackplaneHost(HostRuntime runtime, Path workDirectory) {
+    private final String serverName;
+    private final boolean strictReadiness;
+
+    private BackplaneHost(HostRuntime runtime, Path workDirectory, String serverName, boolean strictReadiness) {
         this.runtime = runtime;
         this.workDirectory = workDirectory;
+        this.serverName = serverName;
+        this.strictReadiness = strictReadiness;
     }
 
     private static String versionFromManifest() {
@@ -103,7 +103,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
     @Override
     public CompletableFuture<InferenceResponse> infer(InferenceRequest request) {
         requireNonNull(request, "request is null");
-        InferFuture future = new InferFuture(callerSpin);
+        HostSinks.InferFuture future = new HostSinks.InferFuture(callerSpin);
         try {
             checkRunning();
             future.request = runtime.registry().admit(request, future);
@@ -123,14 +123,14 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
     public RequestHandle stream(InferenceRequest request, ResponseObserver observer) {
         requireNonNull(request, "request is null");
         requireNonNull(observer, "observer is null");
-        ObserverSink sink = new ObserverSink(observer);
+        HostSinks.ObserverSink sink = new HostSinks.ObserverSink(observer);
         try {
             checkRunning();
             return runtime.registry().admit(request, sink);
         } catch (BackplaneException e) {
             runtime.context().listener().requestRejected(request.modelName(), HostListener.Outcome.REJECTED);
             sink.failed(e);
-            return NOT_ACCEPTED;
+            return HostSinks.NOT_ACCEPTED;
         }
     }
 
@@ -148,6 +148,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
     public void load(String model) {
         checkRunning();
         checkExplicit();
+        ModelNames.check(model);
         try {
             runtime.registry().load(model);
         } catch (BackplaneException e) {
@@ -165,6 +166,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
     public void load(String model, io.backplane.spi.host.LoadOverride override) {
         checkRunning();
         checkExplicit();
+        ModelNames.check(model);
         try {
             runtime.registry().load(model, override);
         } catch (BackplaneException e) {
@@ -175,9 +177,19 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
     /** Unloads a model (L7): returns within the unload deadline with every request ended. */
     @Override
     public void unload(String model) {
+        unload(model, false);
+    }
+
+    /**
+     * Unloads a model (L7) and, with {@code dependents}, the composing models of an ensemble that
+     * no other loaded model uses and that were loaded only for it (Triton's
+     * {@code unload_dependents}).
+     */
+    @Override
+    public void unload(String model, boolean dependents) {
         checkRunning();
         checkExplicit();
-        runtime.registry().unload(model);
+        runtime.registry().unload(model, dependents);
     }
 
     /** Triton's answer outside explicit mode: UNAVAILABLE with the text its clients match on, then what to do. */
@@ -195,16 +207,62 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         return runtime.isRunning();
     }
 
-    /** Ready: running, and every loaded model has a ready version (Triton's strict readiness). */
+    /**
+     * Ready: running, and (under strict readiness, the default) every loaded model has a ready
+     * version, each asked through its instances' own checks ({@link #checkReady()}); waits for
+     * those checks (a python model's {@code is_ready()}: at most 5 s).
+     */
     @Override
     public boolean isReady() {
-        return runtime.isRunning() && runtime.registry().allReady();
+        return join(checkReady());
     }
 
-    /** Whether {@code version} of {@code model} (or its newest, with {@link InferenceRequest#LATEST}) can serve now. */
+    /** The name this host reports in server metadata (REST {@code GET /v2}, gRPC {@code ServerMetadata}). */
+    @Override
+    public String serverName() {
+        return serverName;
+    }
+
+    /**
+     * {@link #isReady()} without blocking: completes when the instances' own readiness checks
+     * answered ({@link io.backplane.spi.ModelInstance#checkReady()}); never fails.
+     */
+    @Override
+    public CompletableFuture<Boolean> checkReady() {
+        if (!runtime.isRunning()) {
+            return CompletableFuture.completedFuture(false);
+        }
+        return strictReadiness ? runtime.registry().checkAllReady() : CompletableFuture.completedFuture(true);
+    }
+
+    /**
+     * Whether {@code version} of {@code model} (or its newest, with {@link InferenceRequest#LATEST})
+     * can serve now: loaded, and an instance ready by its own check; waits for those checks (a
+     * python model's {@code is_ready()}: at most 5 s).
+     */
     @Override
     public boolean isModelReady(String model, long version) {
-        return runtime.isRunning() && runtime.registry().isReady(model, version);
+        return join(checkModelReady(model, version));
+    }
+
+    /** {@link #isModelReady(String, long)} without blocking; never fails. */
+    @Override
+    public CompletableFuture<Boolean> checkModelReady(String model, long version) {
+        if (!runtime.isRunning()) {
+            return CompletableFuture.completedFuture(false);
+        }
+        return runtime.registry().checkReady(model, version);
+    }
+
+    private static boolean join(CompletableFuture<Boolean> check) {
+        try {
+            return check.get();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        } catch (java.util.concurrent.ExecutionException e) {
+            return false;
+        }
     }
 
     public boolean isModelReady(String model) {
@@ -248,6 +306,16 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
                     : "requested model '" + model + "' version " + version + " is not found");
         }
         return out;
+    }
+
+    /**
+     * A CUDA shared-memory registry (Triton's {@code cudasharedmemory} regions) from the GPU
+     * backend found on the class path or in the backends directory, or one that is not
+     * {@link io.backplane.spi.host.DeviceSharedMemory#available() available} when there is no
+     * usable GPU. The caller owns and closes it.
+     */
+    public io.backplane.spi.host.DeviceSharedMemory openDeviceSharedMemory() {
+        return runtime.plugins().openDeviceSharedMemory();
     }
 
     /** Names of the installed backends. */
@@ -333,164 +401,9 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         try {
             runtime.stop();
         } finally {
-            deleteRecursively(workDirectory);
+            HostWorkDirectory.delete(workDirectory);
         }
     }
-
-    private static void deleteRecursively(Path dir) {
-        if (!Files.exists(dir)) {
-            return;
-        }
-        try {
-            Files.walkFileTree(dir, new SimpleFileVisitor<>() {
-                @Override
-                public FileVisitResult visitFile(Path file, BasicFileAttributes attrs) throws IOException {
-                    Files.delete(file);
-                    return FileVisitResult.CONTINUE;
-                }
-
-                @Override
-                public FileVisitResult postVisitDirectory(Path d, @Nullable IOException exc) throws IOException {
-                    Files.delete(d);
-                    return FileVisitResult.CONTINUE;
-                }
-            });
-        } catch (IOException e) {
-            log.warn("could not remove work directory {}: {}", dir, e.getMessage());
-        }
-    }
-
-    // ---- sinks ----
-
-    /**
-     * The future of one {@link #infer}. A caller blocking on it without a timeout first runs the request itself when
-     * it still waits in its queue and an instance is idle ({@link io.backplane.core.internal.Joinable}:
-     * no hand-off to the worker, no wake-up back; the thread would block anyway, so no event loop
-     * ever runs a model this way), then spins briefly ({@link Spin}): a fast model's response then
-     * reaches it without a second thread wake-up.
-     */
-    private static final class InferFuture extends CompletableFuture<InferenceResponse> implements ResponseSink {
-        private final Spin spin;
-        volatile @Nullable RequestHandle request;
-
-        InferFuture(Spin spin) {
-            this.spin = spin;
-        }
-
-        @Override
-        public InferenceResponse get() throws InterruptedException, ExecutionException {
-            helpThenSpin();
-            return super.get();
-        }
-
-        @Override
-        public InferenceResponse get(long timeout, TimeUnit unit) throws InterruptedException, ExecutionException, TimeoutException {
-            // never helps: running the model here could outlast the caller's timeout; a worker takes it now
-            if (!isDone() && request instanceof io.backplane.core.internal.Joinable j) {
-                j.handOver();
-            }
-            spin.await(this::isDone);
-            return super.get(timeout, unit);
-        }
-
-        @Override
-        public InferenceResponse join() {
-            helpThenSpin();
-            return super.join();
-        }
-
-        private void helpThenSpin() {
-            if (isDone()) {
-                return;
-            }
-            if (request instanceof io.backplane.core.internal.Joinable j && j.help()) {
-                return;
-            }
-            spin.await(this::isDone);
-        }
-
-        @Override
-        public boolean streams() {
-            return false;
-        }
-
-        @Override
-        public boolean joins() {
-            return true;
-        }
-
-        @Override
-        public void partial(InferenceResponse response) {
-            throw new IllegalStateException("a plain model sent a non-final response");
-        }
-
-        @Override
-        public void last(@Nullable InferenceResponse last) {
-            if (last == null) {
-                completeExceptionally(BackplaneException.internal("the model ended the request without a response"));
-            } else {
-                complete(last);
-            }
-        }
-
-        @Override
-        public void failed(BackplaneException error) {
-            completeExceptionally(error);
-        }
-
-        @Override
-        public boolean cancel(boolean mayInterruptIfRunning) {
-            RequestHandle r = request;
-            if (r != null) {
-                r.cancel();
-            }
-            return super.cancel(mayInterruptIfRunning);
-        }
-    }
-
-    private record ObserverSink(ResponseObserver observer) implements ResponseSink {
-        @Override
-        public void partial(InferenceResponse response) {
-            observer.onResponse(response);
-        }
-
-        @Override
-        public void last(@Nullable InferenceResponse last) {
-            if (last != null) {
-                observer.onLastResponse(last);
-            } else {
-                observer.onComplete();
-            }
-        }
-
-        @Override
-        public void failed(BackplaneException error) {
-            observer.onError(error);
-        }
-
-        @Override
-        public java.util.concurrent.CompletionStage<Void> ready() {
-            return observer.ready();
-        }
-    }
-
-    /** The handle of a request that was refused: it never ran, so it is done and cannot be cancelled. */
-    private static final RequestHandle NOT_ACCEPTED = new RequestHandle() {
-        @Override
-        public long id() {
-            return 0;
-        }
-
-        @Override
-        public boolean cancel() {
-            return false;
-        }
-
-        @Override
-        public boolean isDone() {
-            return true;
-        }
-    };
 
     /** Checks a config again after a backend auto-completed it. */
     private static ModelConfig checkCompleted(ModelConfig c) {
@@ -518,11 +431,14 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         private final List<HostListener> listeners = new ArrayList<>();
         private @Nullable ClassLoader classLoader;
         private boolean callerRuns;
+        private boolean strictReadiness = true;
+        private boolean builtinWarmup;
         private long memoryBudget;
         private int defaultMaxQueueSize = HostOptions.Limits.DEFAULT_MAX_QUEUE_SIZE;
         private int maxInstancesPerModel = HostOptions.Limits.DEFAULT_MAX_INSTANCES_PER_MODEL;
         private int maxInstancesPerHost = HostOptions.Limits.DEFAULT_MAX_INSTANCES_PER_HOST;
         private long responseCacheBytes;
+        private String serverName = DEFAULT_SERVER_NAME;
 
         private Builder() {
         }
@@ -631,6 +547,28 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         }
 
         /**
+         * Triton's {@code --strict-readiness}: when true (the default) the host is ready only while
+         * every model it was asked to serve is ready; when false it is ready whenever it runs,
+         * whatever its models' state (model readiness is unaffected).
+         */
+        public Builder strictReadiness(boolean on) {
+            strictReadiness = on;
+            return this;
+        }
+
+        /**
+         * The built-in warm-up: before a model without {@code model_warmup} reports ready, a few
+         * requests of zeros shaped from its config's inputs run through its request path, and none
+         * of them reaches statistics, metrics or the response cache. Off by default here
+         * ({@code backplane serve} turns it on); a model's parameter {@code builtin_warmup}
+         * ({@code "true"}, {@code "false"} or a count) overrides it. See docs/performance.md.
+         */
+        public Builder builtinWarmup(boolean on) {
+            builtinWarmup = on;
+            return this;
+        }
+
+        /**
          * The host-wide budget of bytes that requests arriving through frontends may hold at once,
          * from before their bodies are read until their responses are sent (O1). Default: a quarter
          * of the smaller of the heap limit and the direct-memory limit.
@@ -689,6 +627,21 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
             return this;
         }
 
+        /**
+         * The name the host reports in server metadata (Triton reports {@code triton}); default
+         * {@value BackplaneHost#DEFAULT_SERVER_NAME}.
+         *
+         * @throws IllegalArgumentException when {@code name} is blank
+         */
+        public Builder serverName(String name) {
+            requireNonNull(name, "name is null");
+            if (name.isBlank()) {
+                throw new IllegalArgumentException("server name '" + name + "' is blank; give the name clients should see, e.g. \"triton\"");
+            }
+            serverName = name;
+            return this;
+        }
+
         private static Duration positive(Duration d, String what) {
             requireNonNull(d, what + " is null");
             if (d.isNegative() || d.isZero()) {
@@ -717,27 +670,17 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
                     restartBackoffMin, restartBackoffMax, backendOptions, backends, allBatchers, codeModels, ticker, listeners, loader, callerRuns,
                     responseCacheBytes,
                     new HostOptions.Limits(memoryBudget > 0 ? memoryBudget : MemoryBudget.defaultLimit(), defaultMaxQueueSize, maxInstancesPerModel,
-                            maxInstancesPerHost));
-            Path work;
-            try {
-                Path tmp = Path.of(System.getProperty("java.io.tmpdir"));
-                List<Path> reaped = OwnedDirectory.reapStale(tmp, "backplane-");
-                if (!reaped.isEmpty()) {
-                    log.info("removed {} work folder(s) left by dead hosts: {}", reaped.size(), reaped);
-                }
-                work = OwnedDirectory.create(tmp, "backplane-");
-            } catch (IOException e) {
-                throw new BackplaneException(ErrorCode.INTERNAL, "cannot create a work directory: " + e.getMessage(), e);
-            }
+                            maxInstancesPerHost), builtinWarmup);
+            Path work = HostWorkDirectory.create();
             HostRuntime runtime;
             try {
                 runtime = Guice.createInjector(Stage.PRODUCTION, new CoreModule(options, work, BackplaneHost::checkCompleted)).getInstance(HostRuntime.class);
             } catch (RuntimeException e) {
-                deleteRecursively(work);
+                HostWorkDirectory.delete(work);
                 Throwable cause = e instanceof com.google.inject.ProvisionException pe && pe.getCause() != null ? pe.getCause() : e;
                 throw BackplaneException.wrap(cause, "the Backplane host failed to start");
             }
-            BackplaneHost host = new BackplaneHost(runtime, work);
+            BackplaneHost host = new BackplaneHost(runtime, work, serverName, strictReadiness);
             try {
                 runtime.start();
             } catch (RuntimeException e) {

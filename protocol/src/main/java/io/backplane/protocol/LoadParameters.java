@@ -67,9 +67,23 @@ public final class LoadParameters {
                 + (key.equals(CONFIG) ? "a string (the model config as JSON)" : "the file's content") + ", not " + what);
     }
 
+    /**
+     * Refuses parameter {@code key} of the gRPC type {@code got} with Triton's sentence
+     * ({@code invalid value type for load parameter '<key>', expected string_param.}) and then
+     * what to send.
+     */
+    public BackplaneException wrongGrpcType(String key, String got) {
+        if (!key.equals(CONFIG) && !key.startsWith(FILE_PREFIX)) {
+            return unknown(key);
+        }
+        boolean config = key.equals(CONFIG);
+        return BackplaneException.invalid("invalid value type for load parameter '" + key + "', expected " + (config ? "string_param" : "bytes_param")
+                + ". (model '" + model + "': got " + got + "; send " + (config ? "the model config as JSON text" : "the file's content as bytes") + ")");
+    }
+
     private BackplaneException unknown(String key) {
-        return BackplaneException.invalid("unknown load parameter '" + key + "' for model '" + model + "'; a load takes '" + CONFIG
-                + "' (a model config as JSON) and '" + FILE_PREFIX + "<version>/<file>' (model files)");
+        return BackplaneException.invalid("unrecognized load parameter '" + key + "'. (model '" + model + "': a load takes '" + CONFIG
+                + "' (a model config as JSON) and '" + FILE_PREFIX + "<version>/<file>' (model files))");
     }
 
     /** The override these parameters make. */

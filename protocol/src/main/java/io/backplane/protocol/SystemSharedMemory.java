@@ -6,6 +6,7 @@ import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.Tensor;
+import io.backplane.spi.host.DeviceSharedMemory;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -63,17 +64,42 @@ public final class SystemSharedMemory implements AutoCloseable {
     }
 
     private final Path root;
+    private final DeviceSharedMemory device;
     private final Map<String, Region> regions = new TreeMap<>();
     private boolean closed;
 
-    /** A registry over {@code /dev/shm}. */
+    /** A registry over {@code /dev/shm}, without CUDA regions. */
     public SystemSharedMemory() {
         this(SHM_ROOT);
     }
 
-    /** A registry over another folder that stands for {@code /dev/shm} (tests). */
+    /** A registry over another folder that stands for {@code /dev/shm} (tests), without CUDA regions. */
     public SystemSharedMemory(Path root) {
+        this(root, DeviceSharedMemory.unavailable());
+    }
+
+    /**
+     * A registry over {@code /dev/shm} that also resolves the names of {@code device}'s CUDA
+     * regions in requests (Triton's one namespace for both kinds), and closes it at {@link #close()}.
+     */
+    public SystemSharedMemory(DeviceSharedMemory device) {
+        this(SHM_ROOT, device);
+    }
+
+    /** A registry over {@code root} with {@code device}'s CUDA regions (tests). */
+    public SystemSharedMemory(Path root, DeviceSharedMemory device) {
         this.root = requireNonNull(root, "root is null");
+        this.device = requireNonNull(device, "device is null");
+    }
+
+    /** The CUDA shared-memory regions ({@link DeviceSharedMemory#available()} false without a GPU). */
+    public DeviceSharedMemory device() {
+        return device;
+    }
+
+    /** Whether {@code name} is a system region (for the CUDA register's one-namespace check). */
+    public synchronized boolean contains(String name) {
+        return regions.containsKey(name);
     }
 
     /** Registers {@code name} as {@code byteSize} bytes of shm object {@code key} from {@code offset}. */
@@ -99,7 +125,7 @@ public final class SystemSharedMemory implements AutoCloseable {
             if (closed) {
                 throw BackplaneException.unavailable("shared-memory registry is closed");
             }
-            if (regions.containsKey(name)) {
+            if (regions.containsKey(name) || device.contains(name)) {
                 throw new BackplaneException(ErrorCode.INVALID_ARGUMENT, "shared-memory region '" + name
                         + "' is already registered; unregister it first");
             }
@@ -175,6 +201,9 @@ public final class SystemSharedMemory implements AutoCloseable {
         Region r;
         synchronized (this) {
             r = regions.get(name);
+            if (r == null && device.contains(name)) {
+                return new Lease(device.acquire(name, offset, byteSize, what));
+            }
             if (r == null) {
                 throw BackplaneException.invalid(what + ": shared-memory region '" + name + "' is not registered");
             }
@@ -196,6 +225,13 @@ public final class SystemSharedMemory implements AutoCloseable {
      * @throws BackplaneException INVALID_ARGUMENT when the slice does not hold what the shape needs
      */
     public static Tensor input(Lease lease, String name, DataType type, long[] shape) {
+        if (lease.device != null && type.isFixedSize()) {
+            long need = Tensor.elementCount(name, shape) * type.byteSize();
+            if (need != lease.device.byteSize()) {
+                throw BackplaneException.invalid("input '" + name + "': shared_memory_byte_size " + lease.device.byteSize() + " but "
+                        + type.protocolName() + " shape " + java.util.Arrays.toString(shape) + " needs " + need + " bytes");
+            }
+        }
         MemorySegment data = lease.segment();
         if (type.isFixedSize()) {
             long need = Tensor.elementCount(name, shape) * type.byteSize();
@@ -215,6 +251,14 @@ public final class SystemSharedMemory implements AutoCloseable {
      * @throws BackplaneException INVALID_ARGUMENT when the output is larger than the slice
      */
     public static long write(Tensor t, Lease lease) {
+        if (lease.device != null) {
+            if (t.byteSize() > lease.device.byteSize()) {
+                throw BackplaneException.invalid("output '" + t.name() + "' is " + t.byteSize() + " bytes but its shared_memory_byte_size is "
+                        + lease.device.byteSize() + "; register a larger region");
+            }
+            lease.device.copyFromHost(t.data(), t.byteSize()); // host to device, through the driver
+            return t.byteSize();
+        }
         MemorySegment dst = lease.segment();
         if (t.byteSize() > dst.byteSize()) {
             throw BackplaneException.invalid("output '" + t.name() + "' is " + t.byteSize() + " bytes but its shared_memory_byte_size is "
@@ -224,40 +268,79 @@ public final class SystemSharedMemory implements AutoCloseable {
         return t.byteSize();
     }
 
-    /** Unregisters everything; later registrations fail. */
+    /** Unregisters everything, CUDA regions included; later registrations fail. */
     @Override
     public void close() {
         synchronized (this) {
             closed = true;
         }
         unregisterAll();
+        device.close();
     }
 
-    /** A pinned slice of a region; close exactly once when the request is done with it. */
+    /**
+     * A pinned slice of a region; close exactly once when the request is done with it. A slice of
+     * a CUDA region is copied device to host on the first {@link #segment()} (an input) into host
+     * memory this lease owns, and written host to device by {@link #write} (an output).
+     */
     public static final class Lease implements AutoCloseable {
-        private final Region region;
-        private final MemorySegment segment;
+        private final @Nullable Region region;
+        private @Nullable MemorySegment segment;
+        private final DeviceSharedMemory.@Nullable Lease device;
+        private @Nullable Arena staging;
         private boolean closed;
 
         private Lease(Region region, MemorySegment segment) {
             this.region = region;
             this.segment = segment;
+            this.device = null;
         }
 
-        /** The mapped bytes; valid until this lease closes. */
-        public MemorySegment segment() {
+        private Lease(DeviceSharedMemory.Lease device) {
+            this.region = null;
+            this.device = device;
+        }
+
+        /** The bytes (mapped, or for a CUDA region a host copy of the device bytes); valid until this lease closes. */
+        public synchronized MemorySegment segment() {
+            if (segment == null) {
+                if (closed) {
+                    throw new IllegalStateException("shared-memory lease is closed");
+                }
+                DeviceSharedMemory.Lease d = java.util.Objects.requireNonNull(device);
+                Arena a = Arena.ofShared();
+                try {
+                    MemorySegment host = a.allocate(Math.max(1, d.byteSize()), 64).asSlice(0, d.byteSize());
+                    d.copyToHost(host); // device to host, through the driver
+                    segment = host;
+                    staging = a;
+                } catch (RuntimeException e) {
+                    a.close();
+                    throw e;
+                }
+            }
             return segment;
         }
 
         @Override
         public void close() {
+            Arena a;
             synchronized (this) {
                 if (closed) {
                     return;
                 }
                 closed = true;
+                a = staging;
+                staging = null;
             }
-            region.release();
+            if (a != null) {
+                a.close();
+            }
+            if (device != null) {
+                device.close();
+            } else {
+                java.util.Objects.requireNonNull(region).release();
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 package io.backplane.spi;
 
 import java.util.List;
+import java.util.concurrent.CompletionStage;
 
 /**
  * One execution instance of a model version (a session, a stub process, a GPU stream).
@@ -33,6 +34,29 @@ public interface ModelInstance extends AutoCloseable {
      */
     default boolean isReady() {
         return true;
+    }
+
+    /**
+     * Asks the instance whether it is ready, letting the model's own code take part: Triton's
+     * {@code TRITONBACKEND_ModelInstanceReady}, through which its python_backend runs the model's
+     * {@code is_ready()}. Unlike {@link #isReady()} it may consult a process or the model and
+     * answer later.
+     *
+     * <p>The host calls it for each readiness query that a client or an operator makes (model
+     * ready; server ready under strict readiness), only on an instance whose {@link #isReady()}
+     * just returned true, from the querying thread, possibly from many threads at once and while
+     * {@link #execute} runs. It must not block: the answer comes through the returned stage,
+     * which must complete with true or false within a bound the backend chooses (the python
+     * backend: 5 s, then false). The host takes a stage that completes exceptionally, with null,
+     * or not within 30 s as false. It is never called after {@link #close}.
+     *
+     * @return a stage of whether the instance is ready; never null
+     * @throws UnsupportedOperationException when the instance has no readiness check of its own
+     *     (the default): the host then goes by {@link #isReady()} alone
+     * @since SPI 4
+     */
+    default CompletionStage<Boolean> checkReady() {
+        throw new UnsupportedOperationException("this instance has no readiness check of its own; isReady() answers for it");
     }
 
     /**

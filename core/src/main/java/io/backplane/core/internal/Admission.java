@@ -171,6 +171,9 @@ final class Admission implements RequestState.Hold {
         open.put(r.id(), r);
         ModelState s = state.get();
         if (s != ModelState.READY) {
+            if (!r.refuse()) {
+                return acceptedThenEnded(r);
+            }
             open.remove(r.id());
             throw new BackplaneException(ErrorCode.UNAVAILABLE, "model '" + name + "' version " + version + " is "
                     + (s == ModelState.UNLOADING ? "unloading" : "not available") + "; retry once it is loaded");
@@ -178,14 +181,20 @@ final class Admission implements RequestState.Hold {
         BatchGuard queued = queue; // null for an ensemble, whose requests never queue here
         int bound = defaultQueueBound;
         if (queued != null && bound > 0 && queued.queued() >= bound) {
+            if (!r.refuse()) {
+                return acceptedThenEnded(r);
+            }
             open.remove(r.id());
             throw new BackplaneException(ErrorCode.RESOURCE_EXHAUSTED, "the queue of model '" + name + "' is full (" + bound
                     + " requests wait: the host's default queue bound, as its config sets no max_queue_size); retry later, or set "
                     + "dynamic_batching { default_queue_policy { max_queue_size: N } } in its config or the host's default "
                     + "(embedded builder defaultMaxQueueSize, backplane serve --default-max-queue-size; 0: unbounded)");
         }
-        host.listener().requestAccepted(name, version);
-        if (cache != null && !(sink instanceof Warmup.Sink) && answeredFromCache(cache, r)) {
+        boolean warmUp = r.warmUp();
+        if (!warmUp) {
+            host.listener().requestAccepted(name, version);
+        }
+        if (cache != null && !warmUp && answeredFromCache(cache, r)) {
             return r;
         }
         EnsembleScheduler e = ensemble;
@@ -221,6 +230,17 @@ final class Admission implements RequestState.Hold {
             r.helper(helpOnIdle, q::handOver); // its caller blocks on it and may run it while it still waits here
         }
         q.enqueue(r);
+        return r;
+    }
+
+    /**
+     * A request an unload's drain found in {@link #open} before this admission could refuse it: that
+     * path ends it through its sink (and reports its end), so it counts as accepted, never thrown.
+     */
+    private RequestState acceptedThenEnded(RequestState r) {
+        if (!r.warmUp()) {
+            host.listener().requestAccepted(name, version);
+        }
         return r;
     }
 
@@ -268,7 +288,9 @@ final class Admission implements RequestState.Hold {
         long dispatched = r.dispatchNanos();
         long queued = dispatched == 0 ? end - r.arrivalNanos() : dispatched - r.arrivalNanos();
         long compute = dispatched == 0 ? 0 : end - dispatched;
-        host.listener().requestEnded(name, version, outcome, Math.max(0, queued), Math.max(0, compute));
+        if (!r.warmUp()) {
+            host.listener().requestEnded(name, version, outcome, Math.max(0, queued), Math.max(0, compute));
+        }
         try {
             r.request().trace().timings(name, version, Math.max(0, queued), Math.max(0, compute), outcome == Outcome.SUCCESS);
         } catch (RuntimeException e) {

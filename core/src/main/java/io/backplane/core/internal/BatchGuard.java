@@ -196,7 +196,9 @@ final class BatchGuard implements InstanceSlot.BatchSource {
         if (!r.tryDispatch(origin.host().ticker().nanoTime())) {
             return false;
         }
-        origin.host().listener().batchExecuted(origin.model(), origin.version(), 1, r.batchSize());
+        if (!r.warmUp()) {
+            origin.host().listener().batchExecuted(origin.model(), origin.version(), 1, r.batchSize());
+        }
         return true;
     }
 
@@ -211,6 +213,8 @@ final class BatchGuard implements InstanceSlot.BatchSource {
         List<RequestState> out = new ArrayList<>(raw.size());
         Set<RequestState> seen = raw.size() > 16 ? Collections.newSetFromMap(new IdentityHashMap<>()) : null;
         int total = 0;
+        int counted = 0; // requests and batch items that are not warm-up: what the listeners see
+        int countedSize = 0;
         long now = origin.host().ticker().nanoTime();
         for (ScheduledRequest s : raw) {
             if (!(s instanceof RequestState r) || !r.belongsTo(origin)) {
@@ -243,9 +247,13 @@ final class BatchGuard implements InstanceSlot.BatchSource {
             }
             total += r.batchSize();
             out.add(r);
+            if (!r.warmUp()) {
+                counted++;
+                countedSize += r.batchSize();
+            }
         }
-        if (!out.isEmpty()) {
-            origin.host().listener().batchExecuted(origin.model(), origin.version(), out.size(), total);
+        if (counted > 0) {
+            origin.host().listener().batchExecuted(origin.model(), origin.version(), counted, countedSize);
         }
         return out;
     }

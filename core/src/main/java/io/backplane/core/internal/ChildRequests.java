@@ -96,7 +96,9 @@ final class ChildRequests {
             }
             return link;
         } catch (BackplaneException e) {
-            host.listener().requestRejected(request.modelName(), HostListener.Outcome.REJECTED);
+            if (!parent.warmUp()) {
+                host.listener().requestRejected(request.modelName(), HostListener.Outcome.REJECTED);
+            }
             link.failed(e);
             return link;
         } catch (RuntimeException e) {
@@ -140,7 +142,8 @@ final class ChildRequests {
         volatile @Nullable RequestState child;
         /** Written before {@link #child} is read in cancel, read after it is written in start: no cancel is lost. */
         volatile boolean cancelRequested;
-        private boolean done; // guarded by this
+        /** Written under this link's monitor; read without it ({@link #isDone()}), so that no caller needs the monitor to ask. */
+        private volatile boolean done;
         @Nullable Runnable releaseHold;
 
         Link(ChildRequests owner, ResponseObserver observer) {
@@ -253,8 +256,14 @@ final class ChildRequests {
             return c == null ? !isDone() : c.cancel();
         }
 
+        /**
+         * Lock-free: {@link ChildRequests#start} asks it of a link whose monitor another thread may
+         * hold while it calls an observer (cancelByParent → the ensemble's onError → a cancel that
+         * needs the monitor of the link whose partial() is starting this child): taking the monitor
+         * here closed that cycle into a deadlock (seen once in EnsembleTest.raceCancelAndReload).
+         */
         @Override
-        public synchronized boolean isDone() {
+        public boolean isDone() {
             return done;
         }
     }

@@ -75,7 +75,7 @@ public final class CodeModels implements ModelSource {
 
         @Override
         public Definition read(String name) {
-            throw new BackplaneException(ErrorCode.NOT_FOUND, "unknown model '" + name + "': no model repository is configured");
+            throw new BackplaneException(ErrorCode.NOT_FOUND, ModelRegistry.UNKNOWN_MODEL + "'" + name + "' is not found; no model repository is configured");
         }
 
         @Override

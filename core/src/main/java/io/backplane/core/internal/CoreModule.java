@@ -37,7 +37,7 @@ public final class CoreModule extends AbstractModule {
     @Singleton
     HostContext hostContext() {
         return new HostContext(options.ticker(), options.unloadTimeout(), options.restartBackoffMin(), options.restartBackoffMax(),
-                options.listeners(), options.callerRuns(), options.responseCacheBytes(), options.limits());
+                options.listeners(), options.callerRuns(), options.responseCacheBytes(), options.limits(), options.builtinWarmup());
     }
 
     @Provides

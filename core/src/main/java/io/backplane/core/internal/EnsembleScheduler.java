@@ -62,7 +62,9 @@ final class EnsembleScheduler {
 
     /** Starts an admitted and dispatched ensemble request. Never throws: a failure ends the request. */
     void start(RequestState r) {
-        host.listener().batchExecuted(r.origin().model(), r.origin().version(), 1, r.batchSize());
+        if (!r.warmUp()) {
+            host.listener().batchExecuted(r.origin().model(), r.origin().version(), 1, r.batchSize());
+        }
         new Run(r).begin();
     }
 

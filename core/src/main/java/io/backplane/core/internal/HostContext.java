@@ -33,6 +33,7 @@ public final class HostContext {
     private final Duration restartBackoffMin;
     private final Duration restartBackoffMax;
     private final boolean callerRuns;
+    private final boolean builtinWarmup;
     private final CustomMetrics customMetrics = new CustomMetrics();
     private volatile @org.jspecify.annotations.Nullable ModelRegistry registry;
     private final @org.jspecify.annotations.Nullable ResponseCache responseCache;
@@ -54,6 +55,13 @@ public final class HostContext {
     /** As the other constructors, with the host's bounds ({@link HostOptions.Limits}). */
     public HostContext(Ticker ticker, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax, List<HostListener> initial,
             boolean callerRuns, long responseCacheBytes, HostOptions.Limits limits) {
+        this(ticker, unloadTimeout, restartBackoffMin, restartBackoffMax, initial, callerRuns, responseCacheBytes, limits, false);
+    }
+
+    /** As the other constructors; {@code builtinWarmup}: the default of the built-in warm-up ({@link Warmup}) for models that set none. */
+    public HostContext(Ticker ticker, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax, List<HostListener> initial,
+            boolean callerRuns, long responseCacheBytes, HostOptions.Limits limits, boolean builtinWarmup) {
+        this.builtinWarmup = builtinWarmup;
         this.responseCache = responseCacheBytes > 0 ? new ResponseCache(responseCacheBytes) : null;
         this.ticker = requireNonNull(ticker, "ticker is null");
         this.unloadTimeout = requireNonNull(unloadTimeout, "unloadTimeout is null");
@@ -145,6 +153,11 @@ public final class HostContext {
 
     public void addListener(HostListener l) {
         listeners.add(l);
+    }
+
+    /** Whether models without {@code model_warmup} or the {@code builtin_warmup} parameter get the built-in warm-up ({@link Warmup}). */
+    public boolean builtinWarmup() {
+        return builtinWarmup;
     }
 
     /** Whether models without batching may execute on the caller's thread when an instance is idle. */

@@ -76,22 +76,7 @@ public final class HostRuntime {
             case NONE, POLL -> registry.source().modelNames();
             case EXPLICIT -> options.initialModels();
         };
-        for (String name : toLoad) {
-            if (Thread.currentThread().isInterrupted() || state.get() != State.STARTING) {
-                throw new BackplaneException(ErrorCode.CANCELLED, "the host's start was cancelled while it loaded its models");
-            }
-            if (registry.isLoaded(name)) {
-                continue; // loaded already as a composing model of an ensemble
-            }
-            try {
-                registry.load(name);
-            } catch (BackplaneException e) {
-                if (options.controlMode() == ModelControlMode.EXPLICIT || Thread.currentThread().isInterrupted()) {
-                    throw e;
-                }
-                log.error("model '{}' is unavailable: {}", name, e.getMessage());
-            }
-        }
+        loadAll(toLoad);
         if (options.controlMode() == ModelControlMode.POLL) {
             ScheduledExecutorService p = Executors.newSingleThreadScheduledExecutor(r -> Thread.ofPlatform().daemon().name("backplane-repository-poll").unstarted(r));
             long every = Math.max(1, options.pollInterval().toMillis());
@@ -101,6 +86,87 @@ public final class HostRuntime {
         if (!state.compareAndSet(State.STARTING, State.RUNNING)) {
             throw new BackplaneException(ErrorCode.CANCELLED, "the host was stopped while it started");
         }
+    }
+
+    /**
+     * Loads the initial models, several at once (a Python stub, a GPU context or an ONNX session
+     * spends its start mostly waiting): first every model that is not an ensemble, in parallel,
+     * then the ensembles one by one, whose composing models are loaded by then (two threads
+     * loading one composing model would load it twice). In NONE and POLL modes a failure is
+     * logged; in EXPLICIT mode the first one is thrown once every load has ended.
+     */
+    private void loadAll(List<String> names) {
+        List<String> plain = new java.util.ArrayList<>();
+        List<String> ensembles = new java.util.ArrayList<>();
+        for (String name : names) {
+            (isEnsemble(name) ? ensembles : plain).add(name);
+        }
+        BackplaneException first = null;
+        if (plain.size() <= 1) {
+            for (String name : plain) {
+                first = loadOne(name, first);
+            }
+        } else {
+            java.util.concurrent.ExecutorService pool = Executors.newFixedThreadPool(Math.min(plain.size(), ModelVersion.parallelStarts()),
+                    Thread.ofPlatform().daemon().name("backplane-load-", 0).factory());
+            List<java.util.concurrent.Future<BackplaneException>> loads = new java.util.ArrayList<>();
+            try (pool) { // close() waits for every load: none runs on when start returns or throws
+                for (String name : plain) {
+                    loads.add(pool.submit(() -> loadOne(name, null)));
+                }
+                for (var f : loads) {
+                    BackplaneException e = f.get();
+                    if (e != null && first == null) {
+                        first = e;
+                    }
+                }
+            } catch (InterruptedException e) {
+                pool.shutdownNow(); // the start is cancelled: the loads in progress are interrupted, close() waits for them
+                Thread.currentThread().interrupt();
+                throw new BackplaneException(ErrorCode.CANCELLED, "the host's start was cancelled while it loaded its models", e);
+            } catch (java.util.concurrent.ExecutionException e) {
+                throw BackplaneException.wrap(e.getCause(), "loading the initial models failed");
+            }
+        }
+        for (String name : ensembles) {
+            first = loadOne(name, first);
+        }
+        if (first != null) {
+            throw first;
+        }
+    }
+
+    private boolean isEnsemble(String name) {
+        try {
+            return io.backplane.spi.config.EnsembleScheduling.isEnsemble(registry.source().read(name).config());
+        } catch (RuntimeException e) {
+            return false; // its load reports why it cannot be read
+        }
+    }
+
+    /**
+     * Loads one initial model. Returns the failure to throw later (EXPLICIT mode), {@code first}
+     * when there is one already or the failure was only logged.
+     */
+    private @Nullable BackplaneException loadOne(String name, @Nullable BackplaneException first) {
+        if (Thread.currentThread().isInterrupted() || state.get() != State.STARTING) {
+            throw new BackplaneException(ErrorCode.CANCELLED, "the host's start was cancelled while it loaded its models");
+        }
+        if (first != null && options.controlMode() == ModelControlMode.EXPLICIT) {
+            return first; // explicit mode stops at the first failure
+        }
+        if (registry.isLoaded(name)) {
+            return first; // loaded already as a composing model of an ensemble
+        }
+        try {
+            registry.load(name);
+        } catch (BackplaneException e) {
+            if (options.controlMode() == ModelControlMode.EXPLICIT || Thread.currentThread().isInterrupted()) {
+                return first == null ? e : first;
+            }
+            log.error("model '{}' is unavailable: {}", name, e.getMessage());
+        }
+        return first;
     }
 
     public boolean isRunning() {

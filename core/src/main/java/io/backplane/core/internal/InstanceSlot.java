@@ -13,6 +13,8 @@ import io.backplane.spi.config.InstanceKind;
 import java.time.Duration;
 import java.util.Collections;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.Nullable;
@@ -38,6 +40,8 @@ import org.slf4j.LoggerFactory;
 final class InstanceSlot {
     private static final Logger log = LoggerFactory.getLogger(InstanceSlot.class);
     private static final long POLL_MILLIS = 100;
+    /** How long the host waits for an instance's own readiness check (the SPI's bound). */
+    static final long CHECK_READY_SECONDS = 30;
     /** A step whose executes average under this may run on another model's worker (about a loaded machine's wake-up). */
     private static final long QUICK_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
 
@@ -135,6 +139,31 @@ final class InstanceSlot {
         }
     }
 
+    /**
+     * The instance's own readiness check ({@link ModelInstance#checkReady()}) after the cheap one;
+     * never fails: what the plugin throws or fails the stage with counts as not ready.
+     */
+    CompletableFuture<Boolean> checkReady() {
+        ModelInstance i = instance;
+        if (i == null || !isReady()) {
+            return CompletableFuture.completedFuture(false);
+        }
+        CompletionStage<Boolean> stage;
+        try {
+            stage = i.checkReady();
+        } catch (UnsupportedOperationException e) {
+            return CompletableFuture.completedFuture(true);
+        } catch (Throwable t) {
+            log.debug("instance '{}' of {}: checkReady threw", name, owner, t);
+            return CompletableFuture.completedFuture(false);
+        }
+        if (stage == null) {
+            return CompletableFuture.completedFuture(false);
+        }
+        return stage.toCompletableFuture().thenApply(Boolean.TRUE::equals).completeOnTimeout(false, CHECK_READY_SECONDS, TimeUnit.SECONDS)
+                .exceptionally(t -> false);
+    }
+
     private boolean needsRestart() {
         return failedGeneration.get() == generation.get() || instance == null;
     }
@@ -157,7 +186,7 @@ final class InstanceSlot {
                 + (cause.getMessage() == null ? cause.getClass().getName() : cause.getMessage()));
         for (RequestState r : executing) {
             if (!r.isClosed()) {
-                r.terminate(e, Outcome.OTHER, "instance-failure");
+                r.terminate(e, Outcome.BACKEND, "instance-failure"); // the backend failed them (Triton: reason BACKEND)
             }
         }
         source.instanceFailed(index);

@@ -109,9 +109,7 @@ final class LoadOverrides implements AutoCloseable {
     }
 
     private static void checkName(String name) {
-        if (!plainSegment(name)) {
-            throw BackplaneException.invalid("model name '" + name + "' cannot name a folder for load files; use letters, digits, '.', '_', '-'");
-        }
+        ModelNames.check(name);
     }
 
     private static void checkFiles(String name, LoadOverride override) {

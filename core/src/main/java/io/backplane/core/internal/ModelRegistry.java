@@ -60,6 +60,11 @@ public final class ModelRegistry {
         boolean cancelled;
         /** The last load failed and nothing serves: the model counts against strict readiness. */
         volatile boolean failed;
+        /**
+         * Loaded on its own (a load request, a start-up or poll load), not only as an ensemble's
+         * composing model: {@code unload_dependents} leaves it loaded.
+         */
+        volatile boolean explicit;
         /** The private folder of the files the serving versions were loaded from (a load with files), removed when they unload. */
         @org.jspecify.annotations.Nullable Path overrideFolder;
 
@@ -96,6 +101,10 @@ public final class ModelRegistry {
      * (see {@link LoadOverride}). A bad override is refused before anything changes.
      */
     public void load(String name, LoadOverride override) {
+        load(name, override, true);
+    }
+
+    private void load(String name, LoadOverride override, boolean explicit) {
         Entry e = entries.computeIfAbsent(name, Entry::new);
         e.lock.lock();
         e.loading = true;
@@ -188,6 +197,7 @@ public final class ModelRegistry {
             e.fingerprint = def.fingerprint();
             e.lastError = "";
             e.failed = false;
+            e.explicit |= explicit;
             Path oldFolder = e.overrideFolder;
             e.overrideFolder = created;
             for (ModelVersion v : old.values()) {
@@ -242,7 +252,7 @@ public final class ModelRegistry {
                 if (dep == null || dep.versions.isEmpty()) {
                     log.info("loading model '{}', a composing model of ensemble '{}'", s.modelName(), name);
                     try {
-                        load(s.modelName());
+                        load(s.modelName(), LoadOverride.NONE, false);
                     } catch (BackplaneException ex) {
                         throw new BackplaneException(ex.code(), "ensemble '" + name + "' " + s.describe() + ": its model failed to load: "
                                 + ex.getMessage(), ex);
@@ -288,10 +298,53 @@ public final class ModelRegistry {
 
     /** Unloads every version of a model (L7); returns when they are unloaded. Idempotent. */
     public void unload(String name) {
+        unload(name, false);
+    }
+
+    /**
+     * Unloads a model and, with {@code dependents}, then the composing models of the ensemble it
+     * was (recursively) that were loaded only as composing models and that no model still loaded
+     * uses (Triton's {@code unload_dependents}).
+     */
+    public void unload(String name, boolean dependents) {
+        Set<String> composing = new java.util.LinkedHashSet<>();
+        if (dependents) {
+            Entry e = entries.get(name);
+            if (e != null) {
+                for (ModelVersion v : e.versions.values()) {
+                    EnsembleScheduling.of(v.config()).ifPresent(es -> es.steps().forEach(st -> composing.add(st.modelName())));
+                }
+            }
+        }
+        unloadOne(name);
+        for (String c : composing) {
+            Entry ce = entries.get(c);
+            if (ce == null || ce.explicit || ce.versions.isEmpty() || usedByLoaded(c)) {
+                continue;
+            }
+            log.info("unloading model '{}', a composing model of '{}' (unload_dependents)", c, name);
+            unload(c, true);
+        }
+    }
+
+    /** Whether a loaded ensemble has a step on {@code name}. */
+    private boolean usedByLoaded(String name) {
+        for (Entry e : entries.values()) {
+            for (ModelVersion v : e.versions.values()) {
+                var es = EnsembleScheduling.of(v.config());
+                if (es.isPresent() && es.get().steps().stream().anyMatch(st -> st.modelName().equals(name))) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    private void unloadOne(String name) {
         Entry e = entries.get(name);
         if (e == null) {
             if (!source.modelNames().contains(name)) {
-                throw new BackplaneException(ErrorCode.NOT_FOUND, "unknown model '" + name + "'; known models: " + source.modelNames());
+                throw new BackplaneException(ErrorCode.NOT_FOUND, UNKNOWN_MODEL + "'" + name + "' is not found; known models: " + source.modelNames());
             }
             return;
         }
@@ -302,6 +355,7 @@ public final class ModelRegistry {
             e.versions = Collections.emptyNavigableMap();
             e.fingerprint = "";
             e.failed = false; // unloaded on purpose: no longer expected to serve
+            e.explicit = false;
             for (ModelVersion v : old.values()) {
                 v.unload(host.unloadTimeout());
             }
@@ -315,17 +369,23 @@ public final class ModelRegistry {
     /**
      * The version a request goes to: the one it names, or the newest ready one.
      *
-     * @throws BackplaneException NOT_FOUND for an unknown model or version, UNAVAILABLE when none is loaded
+     * @throws BackplaneException NOT_FOUND for an unknown model or version, or one with no version loaded
      */
     ModelVersion route(String name, long version) {
         Entry e = entries.get(name);
         NavigableMap<Long, ModelVersion> versions = e == null ? Collections.emptyNavigableMap() : e.versions;
         if (versions.isEmpty()) {
+            // Triton's sentences (its model repository manager's) first: clients match on them. A model the repository
+            // has, which could serve after a load, is UNAVAILABLE (a retry may work); Triton answers NOT_FOUND for both.
             if (e == null && !source.modelNames().contains(name)) {
-                throw new BackplaneException(ErrorCode.NOT_FOUND, "unknown model '" + name + "'; loaded models: " + loadedNames());
+                throw new BackplaneException(ErrorCode.NOT_FOUND, UNKNOWN_MODEL + "'" + name + "' is not found; loaded models: " + loadedNames());
             }
-            String why = e == null || e.lastError.isEmpty() ? "" : ": " + e.lastError;
-            throw new BackplaneException(ErrorCode.UNAVAILABLE, "model '" + name + "' is not loaded" + why);
+            if (e == null) {
+                throw new BackplaneException(ErrorCode.UNAVAILABLE, UNKNOWN_MODEL + "'" + name + "' is not found; it is in the model repository"
+                        + " but not loaded (load it through the repository extension)");
+            }
+            String why = e.lastError.isEmpty() ? (e.loading ? "it is loading" : "it is not loaded") : "its last load failed: " + e.lastError;
+            throw new BackplaneException(ErrorCode.UNAVAILABLE, UNKNOWN_MODEL + "'" + name + "' has no available versions; " + why);
         }
         if (version == InferenceRequest.LATEST) {
             for (ModelVersion v : versions.descendingMap().values()) {
@@ -337,11 +397,14 @@ public final class ModelRegistry {
         }
         ModelVersion v = versions.get(version);
         if (v == null) {
-            throw new BackplaneException(ErrorCode.NOT_FOUND, "model '" + name + "' has no version " + version + " loaded; loaded versions: "
+            throw new BackplaneException(ErrorCode.NOT_FOUND, UNKNOWN_MODEL + "'" + name + "' version " + version + " is not found; loaded versions: "
                     + versions.keySet());
         }
         return v;
     }
+
+    /** The start of Triton's answer to a request for a model or version it cannot serve. */
+    static final String UNKNOWN_MODEL = "Request for unknown model: ";
 
     /**
      * Routes a request to its version and admits it there, retrying once when it raced a reload's
@@ -397,6 +460,33 @@ public final class ModelRegistry {
         } catch (BackplaneException e) {
             return false;
         }
+    }
+
+    /** Whether the version can serve, asking its instances' own checks ({@link ModelVersion#checkReady()}); never fails. */
+    public java.util.concurrent.CompletableFuture<Boolean> checkReady(String name, long version) {
+        try {
+            return route(name, version).checkReady();
+        } catch (BackplaneException e) {
+            return java.util.concurrent.CompletableFuture.completedFuture(false);
+        }
+    }
+
+    /** {@link #allReady()}, asking every loaded version's instances' own checks; never fails. */
+    public java.util.concurrent.CompletableFuture<Boolean> checkAllReady() {
+        List<java.util.concurrent.CompletableFuture<Boolean>> checks = new ArrayList<>();
+        for (Entry e : entries.values()) {
+            if (e.failed) {
+                return java.util.concurrent.CompletableFuture.completedFuture(false);
+            }
+            if (e.loading) {
+                continue;
+            }
+            for (ModelVersion v : e.versions.values()) {
+                checks.add(v.checkReady());
+            }
+        }
+        return java.util.concurrent.CompletableFuture.allOf(checks.toArray(java.util.concurrent.CompletableFuture[]::new))
+                .thenApply(x -> checks.stream().allMatch(java.util.concurrent.CompletableFuture::join));
     }
 
     /**

@@ -19,6 +19,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -107,7 +108,7 @@ final class ModelVersion {
         long started = System.nanoTime();
         long executeTimeout = executeTimeout(config);
         Classification classes = Classification.load(config, modelDirectory);
-        List<Warmup.Sample> warmup = Warmup.samples(config, modelDirectory);
+        List<Warmup.Sample> warmup = Warmup.of(config, modelDirectory, host.builtinWarmup());
         CustomMetrics.Scope metrics = host.customMetrics().scope("model '" + name + "' version " + version);
         ModelVersion v = new ModelVersion(new VersionContext(name, version, config, modelDirectory, backendContext, metrics), metrics, host, classes);
         List<InstanceSlot> callerRuns = List.of();
@@ -124,10 +125,9 @@ final class ModelVersion {
             BatchGuard batches = new BatchGuard(v.admission.origin(), batcher, config.batches() ? config.maxBatchSize() : 1);
             v.batches = batches;
             for (Placement.Spec spec : placed) {
-                InstanceSlot slot = new InstanceSlot(v.context, batches, host, executeTimeout, spec);
-                v.instances.add(slot);
-                slot.start(m);
+                v.instances.add(new InstanceSlot(v.context, batches, host, executeTimeout, spec));
             }
+            startAll(name, v.instances, m);
             if (batcherFactory.name().equals("none")) {
                 stepSlots = List.copyOf(v.instances);
                 if (host.callerRuns()) {
@@ -167,6 +167,60 @@ final class ModelVersion {
         return v;
     }
 
+    /** At most this many instances of one version start at once (each on its own thread). */
+    static int parallelStarts() {
+        return Math.max(4, Runtime.getRuntime().availableProcessors());
+    }
+
+    /**
+     * Starts every slot's first instance, at most {@link #parallelStarts()} at once: a Python stub
+     * or a GPU context spends its start mostly waiting, so N instances take about as long as one.
+     * Returns once every start ended. The first failure interrupts the starts still running and is
+     * thrown, later ones suppressed; the caller then closes every slot, started or not.
+     */
+    private static void startAll(String name, List<InstanceSlot> slots, Model m) throws Exception {
+        if (slots.size() == 1) {
+            slots.getFirst().start(m);
+            return;
+        }
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(Math.min(slots.size(), parallelStarts()),
+                Thread.ofPlatform().daemon().name("backplane-start-" + name + "-", 0).factory());
+        Exception failure = null;
+        var done = new java.util.concurrent.ExecutorCompletionService<InstanceSlot>(pool);
+        try (pool) { // close() waits for every start that began, so none is still running when the caller cleans up
+            for (InstanceSlot slot : slots) {
+                done.submit(() -> {
+                    slot.start(m);
+                    return slot;
+                });
+            }
+            for (int i = 0; i < slots.size() && failure == null; i++) {
+                try {
+                    done.take().get();
+                } catch (java.util.concurrent.ExecutionException e) {
+                    failure = e.getCause() instanceof Exception x ? x : new java.util.concurrent.CompletionException(e.getCause());
+                    pool.shutdownNow(); // the other starts are interrupted; those not begun never run
+                } catch (InterruptedException e) {
+                    pool.shutdownNow();
+                    throw e;
+                }
+            }
+        }
+        if (failure != null) {
+            // what the other starts that had begun threw, except the interruptions this method caused
+            for (java.util.concurrent.Future<InstanceSlot> f; (f = done.poll()) != null;) {
+                try {
+                    f.get();
+                } catch (java.util.concurrent.ExecutionException e) {
+                    if (!interruption(e.getCause())) {
+                        failure.addSuppressed(e.getCause());
+                    }
+                }
+            }
+            throw failure;
+        }
+    }
+
     /** Whether {@code t} comes from an interrupted wait (a cancelled load), wherever the backend wrapped it. */
     static boolean interruption(Throwable t) {
         for (Throwable c = t; c != null; c = c.getCause()) {
@@ -197,7 +251,7 @@ final class ModelVersion {
             java.util.function.BooleanSupplier composingReady, HostContext host) {
         long started = System.nanoTime();
         Classification classes = Classification.load(config, modelDirectory);
-        List<Warmup.Sample> warmup = Warmup.samples(config, modelDirectory);
+        List<Warmup.Sample> warmup = Warmup.of(config, modelDirectory, host.builtinWarmup());
         CustomMetrics.Scope metrics = host.customMetrics().scope("model '" + name + "' version " + version);
         BackendContext none = new BackendContext() {
             @Override
@@ -297,6 +351,39 @@ final class ModelVersion {
             }
         }
         return false;
+    }
+
+    /**
+     * Ready as {@link #isReady()}, with each instance's own check ({@link InstanceSlot#checkReady()}):
+     * ready when one of the instances says so. Never fails.
+     */
+    public CompletableFuture<Boolean> checkReady() {
+        if (admission.state() != ModelState.READY) {
+            return CompletableFuture.completedFuture(false);
+        }
+        EnsembleScheduler e = ensemble;
+        if (e != null) {
+            return CompletableFuture.completedFuture(e.composingReady());
+        }
+        List<CompletableFuture<Boolean>> checks = new ArrayList<>();
+        for (InstanceSlot s : instances) {
+            checks.add(s.checkReady());
+        }
+        if (checks.isEmpty()) {
+            return CompletableFuture.completedFuture(false);
+        }
+        CompletableFuture<Boolean> any = new CompletableFuture<>();
+        java.util.concurrent.atomic.AtomicInteger left = new java.util.concurrent.atomic.AtomicInteger(checks.size());
+        for (CompletableFuture<Boolean> c : checks) {
+            c.thenAccept(ready -> {
+                if (ready) {
+                    any.complete(true);
+                } else if (left.decrementAndGet() == 0) {
+                    any.complete(false);
+                }
+            });
+        }
+        return any;
     }
 
     /** Why the version is not ready, for the repository index. */

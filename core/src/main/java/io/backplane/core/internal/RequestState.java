@@ -105,6 +105,8 @@ final class RequestState implements ScheduledRequest, ResponseSender {
     private volatile long dispatchNanos;
     /** The request whose execution started this one (a BLS call), or null. */
     private final @Nullable RequestState parent;
+    /** A warm-up request ({@link Warmup}), or a child of one: kept out of statistics, metrics and the response cache. */
+    private final boolean warmUp;
     private volatile @Nullable ChildRequests children;
     /** Set on a response-cache miss: where the successful response is stored. */
     private volatile @Nullable ResponseCache cache;
@@ -127,6 +129,12 @@ final class RequestState implements ScheduledRequest, ResponseSender {
         this.priorityLevel = priorityLevel;
         this.arrivalNanos = arrivalNanos;
         this.parent = sink instanceof ChildRequests.Link link ? link.parent() : null;
+        this.warmUp = sink instanceof Warmup.Sink || parent != null && parent.warmUp;
+    }
+
+    /** Whether this is a warm-up request or a child of one: the host's listeners (statistics, metrics) and the response cache never see it. */
+    boolean warmUp() {
+        return warmUp;
     }
 
     @Override
@@ -508,6 +516,17 @@ final class RequestState implements ScheduledRequest, ResponseSender {
         deliverFinal(() -> sink.failed(error));
         releaseWaiters();
         return true;
+    }
+
+    /**
+     * Admission's refusal of a request it registered but does not accept (the version stopped
+     * serving, or its queue is full, between the registration and the check): true when this call
+     * closed it, so nothing was or will be delivered to its sink and the refusal may be thrown;
+     * false when an unload's drain took it first, which ends it through its sink (L1: then the
+     * admission must not throw, or the caller would end it a second time).
+     */
+    boolean refuse() {
+        return phase.compareAndSet(QUEUED, WITHDRAWN) && open.compareAndSet(OPEN, CLOSED);
     }
 
     /** Takes the request out of the queue for execution; false if it was cancelled, timed out or already taken (B1). */

@@ -21,6 +21,8 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.BiFunction;
+import java.util.function.BooleanSupplier;
+import java.util.function.LongSupplier;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -29,13 +31,146 @@ import org.jspecify.annotations.Nullable;
  * times (at least once) through the version's own admission, batcher and instances before the
  * version is published, so the model reports ready only after its warm-up ran. The first failing
  * sample fails the load, named.
+ *
+ * <p>A model without {@code model_warmup} gets the <em>built-in</em> warm-up when it is on (the
+ * host's {@code builtinWarmup} option, {@code backplane serve --builtin-warmup}; the model parameter
+ * {@value #PARAMETER} overrides it per model): one sample named {@value #BUILTIN} of zeros shaped
+ * from the config's inputs (a {@code -1} dimension and the batch dimension become 1, BYTES elements
+ * are empty strings, optional inputs are left out), sent {@value #BUILTIN_COUNT} times. Where no
+ * request can be made from the config (a sequence batcher's control inputs, a shape tensor) it is
+ * skipped with a debug line. Its failure is logged and does not fail the load: the data is made
+ * up, and a model may rightly refuse zeros; a {@code model_warmup} of the model's own fails it.
+ * It is short: after its first request it stops once it ran {@link #BUILTIN_BUDGET}.
+ *
+ * <p>Warm-up requests ({@link Sink}, and the child requests they start) are invisible to the host's
+ * listeners, so they reach neither statistics nor metrics, and never the response cache
+ * ({@link RequestState#warmUp()}).
  */
 final class Warmup {
     /** How long one warm-up request may take before the load fails. */
     static final Duration TIMEOUT = Duration.ofMinutes(2);
+    /** The model parameter that turns the built-in warm-up on or off for one model ({@code "true"}/{@code "false"}), or sets its count. */
+    static final String PARAMETER = "builtin_warmup";
+    /** The built-in sample's name. */
+    static final String BUILTIN = "builtin";
+    /** How many times the built-in sample runs: the first request pays for lazy set-up (classes, native sessions, the stub's first call), the rest go the steady path once. */
+    static final int BUILTIN_COUNT = 4;
+    private static final int MAX_BUILTIN_COUNT = 10_000;
+    /**
+     * How long the built-in sample may keep sending: after the first request, it stops once its
+     * requests took this long, so a model that takes seconds a request (a large one, or one that
+     * sleeps) delays its ready by one request, not by {@value #BUILTIN_COUNT}. A model's own
+     * {@code model_warmup} always runs in full.
+     */
+    static final Duration BUILTIN_BUDGET = Duration.ofSeconds(1);
+    private static final org.slf4j.Logger log = org.slf4j.LoggerFactory.getLogger(Warmup.class);
 
-    /** The requests of one sample. */
-    record Sample(String name, InferenceRequest request, int count) {
+    /**
+     * The requests of one sample.
+     *
+     * @param builtIn whether it is the built-in sample (its failure is logged, not thrown)
+     */
+    record Sample(String name, InferenceRequest request, int count, boolean builtIn) {
+        Sample(String name, InferenceRequest request, int count) {
+            this(name, request, count, false);
+        }
+    }
+
+    /**
+     * The warm-up of a version: its {@code model_warmup} samples, or else the built-in sample when
+     * it is on for this model ({@code hostDefault}, overridden by the parameter {@value #PARAMETER}).
+     *
+     * @throws BackplaneException INVALID_ARGUMENT naming the sample and input when data cannot be
+     *     made, or a bad {@value #PARAMETER} value
+     */
+    static List<Sample> of(ModelConfig config, Path modelDirectory, boolean hostDefault) {
+        List<Sample> own = samples(config, modelDirectory);
+        if (!own.isEmpty()) {
+            return own;
+        }
+        int count = builtinCount(config, hostDefault);
+        if (count == 0) {
+            return List.of();
+        }
+        InferenceRequest r = builtinRequest(config);
+        return r == null ? List.of() : List.of(new Sample(BUILTIN, r, count, true));
+    }
+
+    /** 0 when off, else how many times the built-in sample runs. */
+    static int builtinCount(ModelConfig config, boolean hostDefault) {
+        String v = config.parameters().get(PARAMETER);
+        if (v == null || v.isBlank()) {
+            return hostDefault ? BUILTIN_COUNT : 0;
+        }
+        String t = v.trim().toLowerCase(java.util.Locale.ROOT);
+        switch (t) {
+            case "true", "on", "yes" -> {
+                return BUILTIN_COUNT;
+            }
+            case "false", "off", "no" -> {
+                return 0;
+            }
+            default -> {
+                try {
+                    int n = Integer.parseInt(t);
+                    if (n >= 0 && n <= MAX_BUILTIN_COUNT) {
+                        return n;
+                    }
+                } catch (NumberFormatException e) {
+                    // below
+                }
+                throw BackplaneException.invalid("model '" + config.name() + "': parameter " + PARAMETER + " is '" + v + "'; give true, false,"
+                        + " or how many built-in warm-up requests to send (0.." + MAX_BUILTIN_COUNT + ")");
+            }
+        }
+    }
+
+    /** The built-in sample's request, or null (with a debug line) when the config does not say enough to make one. */
+    static @Nullable InferenceRequest builtinRequest(ModelConfig config) {
+        String model = config.name();
+        if (config.sequenceBatching() != null) {
+            log.debug("model '{}': no built-in warm-up (a sequence batcher needs a sequence id and control inputs; give it a model_warmup)", model);
+            return null;
+        }
+        for (ConfigNode in : config.raw().sections("input")) {
+            if (in.value("is_shape_tensor").orElse("false").equals("true")) {
+                log.debug("model '{}': no built-in warm-up (input '{}' is a shape tensor, whose values zeros cannot stand for; give it a model_warmup)",
+                        model, in.value("name").orElse(""));
+                return null;
+            }
+        }
+        InferenceRequest.Builder b = InferenceRequest.builder(model).id("warmup-" + BUILTIN);
+        for (var in : config.inputs()) {
+            if (in.optional()) {
+                continue;
+            }
+            List<Long> dims = in.dims();
+            long[] shape = new long[dims.size() + (config.batches() ? 1 : 0)];
+            int at = 0;
+            if (config.batches()) {
+                shape[at++] = 1;
+            }
+            long elements = 1;
+            for (long d : dims) {
+                long n = d < 0 ? 1 : d;
+                shape[at++] = n;
+                elements = Math.multiplyExact(elements, n);
+            }
+            if (in.dataType() == DataType.BYTES) {
+                List<byte[]> empty = new ArrayList<>();
+                for (long i = 0; i < elements; i++) {
+                    empty.add(new byte[0]);
+                }
+                b.input(Tensor.ofBytes(in.name(), shape, empty));
+            } else if (in.dataType().byteSize() <= 0 || elements * in.dataType().byteSize() > 64L << 20) {
+                log.debug("model '{}': no built-in warm-up (input '{}' of {} and {} elements cannot be made up; give it a model_warmup)", model,
+                        in.name(), in.dataType(), elements);
+                return null;
+            } else {
+                b.input(Tensor.ofRaw(in.name(), in.dataType(), shape, new byte[Math.toIntExact(elements * in.dataType().byteSize())]));
+            }
+        }
+        return b.build();
     }
 
     private Warmup() {
@@ -163,8 +298,38 @@ final class Warmup {
      * @throws BackplaneException naming the sample that failed, with its error
      */
     static void run(String model, List<Sample> samples, BiFunction<InferenceRequest, ResponseSink, RequestState> admit) {
+        run(model, samples, admit, System::nanoTime);
+    }
+
+    /** {@link #run(String, List, BiFunction)} with the clock that bounds the built-in sample ({@link #BUILTIN_BUDGET}). */
+    static void run(String model, List<Sample> samples, BiFunction<InferenceRequest, ResponseSink, RequestState> admit, LongSupplier nanoClock) {
         for (Sample s : samples) {
+            if (s.builtIn()) {
+                try {
+                    long start = nanoClock.getAsLong();
+                    int sent = runSample(model, s, admit, () -> nanoClock.getAsLong() - start >= BUILTIN_BUDGET.toNanos());
+                    if (sent < s.count()) {
+                        log.info("model '{}': the built-in warm-up stopped after {} of {} requests ({} ms, over its {} ms budget); a"
+                                + " model_warmup of the model's own runs in full", model, sent, s.count(),
+                                TimeUnit.NANOSECONDS.toMillis(nanoClock.getAsLong() - start), BUILTIN_BUDGET.toMillis());
+                    }
+                } catch (BackplaneException e) {
+                    log.warn("{}; the model loads without it (switch it off with parameters {{ key: \"{}\" value: {{ string_value: \"false\" }} }},"
+                            + " or give it a model_warmup)", e.getMessage(), PARAMETER);
+                }
+            } else {
+                runSample(model, s, admit, () -> false);
+            }
+        }
+    }
+
+    /** Sends the sample's requests one at a time until {@code count} or, after the first, until {@code enough}; how many it sent. */
+    private static int runSample(String model, Sample s, BiFunction<InferenceRequest, ResponseSink, RequestState> admit, BooleanSupplier enough) {
+        {
             for (int i = 0; i < s.count(); i++) {
+                if (i > 0 && enough.getAsBoolean()) {
+                    return i;
+                }
                 CompletableFuture<@Nullable Void> done = new CompletableFuture<>();
                 ResponseSink sink = new Sink(done);
                 RequestState r;
@@ -186,6 +351,7 @@ final class Warmup {
                     throw failed(model, s, new BackplaneException(ErrorCode.CANCELLED, "interrupted"));
                 }
             }
+            return s.count();
         }
     }
 
@@ -208,6 +374,7 @@ final class Warmup {
 
     private static BackplaneException failed(String model, Sample s, Throwable cause) {
         ErrorCode code = cause instanceof BackplaneException b ? b.code() : ErrorCode.INTERNAL;
-        return new BackplaneException(code, "model '" + model + "': warm-up sample '" + s.name() + "' failed: " + cause.getMessage(), cause);
+        return new BackplaneException(code, "model '" + model + "': " + (s.builtIn() ? "the built-in warm-up" : "warm-up sample '" + s.name() + "'")
+                + " failed: " + cause.getMessage(), cause);
     }
 }

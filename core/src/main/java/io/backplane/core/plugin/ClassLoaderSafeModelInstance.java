@@ -5,6 +5,7 @@ import static java.util.Objects.requireNonNull;
 import io.backplane.spi.ModelInstance;
 import io.backplane.spi.ScheduledRequest;
 import java.util.List;
+import java.util.concurrent.CompletionStage;
 
 /** Calls a plugin's {@link ModelInstance} with the plugin's class loader as context class loader. */
 public final class ClassLoaderSafeModelInstance implements ModelInstance {
@@ -27,6 +28,13 @@ public final class ClassLoaderSafeModelInstance implements ModelInstance {
     public boolean isReady() {
         try (var _ = ThreadContextClassLoader.swap(loader)) {
             return delegate.isReady();
+        }
+    }
+
+    @Override
+    public CompletionStage<Boolean> checkReady() {
+        try (var _ = ThreadContextClassLoader.swap(loader)) {
+            return delegate.checkReady();
         }
     }
 

@@ -66,6 +66,8 @@ public final class PluginManager implements AutoCloseable, BackendCatalog {
     private final Map<String, String> refused = new LinkedHashMap<>();
     private final Map<String, Provided<BatcherFactory>> batchers = new LinkedHashMap<>();
     private final Map<String, Provided<FrontendFactory>> frontends = new LinkedHashMap<>();
+    /** GPU backends' CUDA shared-memory registries ({@code spi.host.DeviceSharedMemory.Provider}), in discovery order. */
+    private final List<Provided<io.backplane.spi.host.DeviceSharedMemory.Provider>> deviceSharedMemory = new ArrayList<>();
     private final Map<String, Backend> created = new LinkedHashMap<>();
     private final Map<String, Map<String, String>> backendOptions;
     private final Path workRoot;
@@ -150,6 +152,11 @@ public final class PluginManager implements AutoCloseable, BackendCatalog {
         for (FrontendFactory f : load(FrontendFactory.class, loader, source)) {
             registerFrontend(new Provided<>(f, safeName(f::name, f), loader, source + " (" + jarOf(f) + ")"));
         }
+        for (io.backplane.spi.host.DeviceSharedMemory.Provider p : load(io.backplane.spi.host.DeviceSharedMemory.Provider.class, loader, source)) {
+            synchronized (this) {
+                deviceSharedMemory.add(new Provided<>(p, p.getClass().getName(), loader, source + " (" + jarOf(p) + ")"));
+            }
+        }
     }
 
     /** Every provider of {@code service} that {@code loader} itself defines; broken providers are logged and skipped. */
@@ -189,6 +196,35 @@ public final class PluginManager implements AutoCloseable, BackendCatalog {
         }
         frontends.put(p.name(), p);
         log.info("frontend '{}' from {}", p.name(), p.source());
+    }
+
+    /**
+     * A CUDA shared-memory registry from the first discovered provider that finds a usable GPU
+     * (called under the provider's class loader), or {@code DeviceSharedMemory.unavailable()}. The
+     * caller owns and closes it.
+     */
+    public io.backplane.spi.host.DeviceSharedMemory openDeviceSharedMemory() {
+        List<Provided<io.backplane.spi.host.DeviceSharedMemory.Provider>> all;
+        synchronized (this) {
+            all = List.copyOf(deviceSharedMemory);
+        }
+        for (Provided<io.backplane.spi.host.DeviceSharedMemory.Provider> p : all) {
+            Thread t = Thread.currentThread();
+            ClassLoader previous = t.getContextClassLoader();
+            t.setContextClassLoader(p.loader());
+            try {
+                io.backplane.spi.host.DeviceSharedMemory d = p.factory().open();
+                if (d != null) {
+                    log.info("CUDA shared memory from {}", p.source());
+                    return d;
+                }
+            } catch (RuntimeException | LinkageError e) {
+                log.warn("the CUDA shared-memory provider of {} failed; the extension is refused: {}", p.source(), e.toString());
+            } finally {
+                t.setContextClassLoader(previous);
+            }
+        }
+        return io.backplane.spi.host.DeviceSharedMemory.unavailable();
     }
 
     /** Every discovered frontend, in discovery order. */

@@ -210,7 +210,7 @@ class ChildRequestsTest {
         host.infer(request("parent", 1)).get(10, TimeUnit.SECONDS);
         BackplaneException e = (BackplaneException) calls.get().getFirst();
         assertEquals(ErrorCode.NOT_FOUND, e.code());
-        assertTrue(e.getMessage().contains("unknown model 'nowhere'"), e.getMessage());
+        assertTrue(e.getMessage().contains("Request for unknown model: 'nowhere' is not found"), e.getMessage());
     }
 
     @Test

@@ -397,7 +397,7 @@ class EnsembleTest {
                 ensemble("unused", step("add", "IN", "IN", "OUT", "t") + ", " + step("mul", "IN", "IN", "OUT", "OUT")),
                 ensemble("cycle", step("add", "IN", "u", "OUT", "t") + ", " + step("mul", "IN", "t", "OUT", "u") + ", " + step("mul", "IN", "IN", "OUT", "OUT")),
                 ensemble("twice", step("add", "IN", "IN", "OUT", "OUT") + ", " + step("mul", "IN", "IN", "OUT", "OUT")));
-        assertRefused("unknownModel", "step 0 (model 'nope')", "unknown model 'nope'");
+        assertRefused("unknownModel", "step 0 (model 'nope')", "Request for unknown model: 'nope' is not found");
         assertRefused("badInput", "step 0 (model 'add')", "input 'X'");
         assertRefused("badOutput", "step 0 (model 'add')", "output 'Y'");
         assertRefused("badType", "step 0 (model 'floaty')", "TYPE_FP32");

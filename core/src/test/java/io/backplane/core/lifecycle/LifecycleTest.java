@@ -419,6 +419,58 @@ class LifecycleTest {
     }
 
     @Test
+    void instanceOwnReadinessCheck_decidesModelAndStrictServerReadiness() throws Exception {
+        start(false);
+        java.util.concurrent.atomic.AtomicInteger asked = new java.util.concurrent.atomic.AtomicInteger();
+        backend.readyCheck = () -> {
+            asked.incrementAndGet();
+            return java.util.concurrent.CompletableFuture.completedFuture(false);
+        };
+        assertFalse(host.isModelReady("m"), "the instance's own check says not ready");
+        assertFalse(host.isReady(), "strict readiness: a model not ready makes the host not ready");
+        assertTrue(asked.get() >= 2, "each query asked the instance");
+        assertEquals(1, tagOf(host.infer(request("m", 1)).get(5, TimeUnit.SECONDS)), "readiness does not stop serving");
+        backend.readyCheck = () -> java.util.concurrent.CompletableFuture.failedFuture(new IllegalStateException("broken"));
+        assertFalse(host.isModelReady("m"), "a check that fails counts as not ready");
+        backend.readyCheck = () -> null;
+        assertFalse(host.isModelReady("m"), "a null stage counts as not ready");
+        backend.readyCheck = () -> {
+            throw new IllegalStateException("thrown");
+        };
+        assertFalse(host.isModelReady("m"), "a check that throws counts as not ready");
+        java.util.concurrent.CompletableFuture<Boolean> later = new java.util.concurrent.CompletableFuture<>();
+        backend.readyCheck = () -> later;
+        java.util.concurrent.CompletableFuture<Boolean> pending = host.checkModelReady("m", io.backplane.spi.InferenceRequest.LATEST);
+        assertFalse(pending.isDone(), "checkModelReady does not block: it waits for the instance's answer");
+        later.complete(true);
+        assertTrue(pending.get(5, TimeUnit.SECONDS));
+        backend.readyCheck = () -> java.util.concurrent.CompletableFuture.completedFuture(true);
+        assertTrue(host.isModelReady("m"));
+        assertTrue(host.isReady());
+        backend.ready = false;
+        asked.set(0);
+        backend.readyCheck = () -> {
+            asked.incrementAndGet();
+            return java.util.concurrent.CompletableFuture.completedFuture(true);
+        };
+        assertFalse(host.isModelReady("m"), "an instance that is not ready (its process is down) is not asked");
+        assertEquals(0, asked.get());
+        backend.ready = true;
+        backend.readyCheck = null;
+        assertTrue(host.isModelReady("m"), "without a check of its own the instance's isReady() answers");
+    }
+
+    @Test
+    void strictReadinessOff_hostReadyWhileAModelIsNot() throws Exception {
+        host = BackplaneHost.builder().backend(backend).modelControlMode(ModelControlMode.EXPLICIT).strictReadiness(false)
+                .model(model("m", false)).loadModel("m").build();
+        backend.readyCheck = () -> java.util.concurrent.CompletableFuture.completedFuture(false);
+        assertFalse(host.isModelReady("m"));
+        assertTrue(host.isReady(), "--strict-readiness=false: ready while running, whatever the models");
+        assertTrue(host.checkReady().get(5, TimeUnit.SECONDS));
+    }
+
+    @Test
     void cancelWhileQueued_endsAtOnceWithCancelled_modelNeverSeesIt_B6() throws Exception {
         CountDownLatch release = new CountDownLatch(1);
         CountDownLatch entered = new CountDownLatch(1);

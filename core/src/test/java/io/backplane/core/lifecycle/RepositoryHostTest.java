@@ -104,7 +104,7 @@ class RepositoryHostTest {
             assertEquals(2, r.modelVersion());
             ExecutionException e = assertThrows(ExecutionException.class, () -> host.infer(io.backplane.spi.InferenceRequest.builder("v").version(9)
                     .input(io.backplane.spi.Tensor.ofLongs("IN", new long[] {1}, 5)).build()).get(5, TimeUnit.SECONDS));
-            assertTrue(e.getCause().getMessage().contains("no version 9"), e.getCause().getMessage());
+            assertTrue(e.getCause().getMessage().contains("'v' version 9 is not found"), e.getCause().getMessage());
         }
     }
 

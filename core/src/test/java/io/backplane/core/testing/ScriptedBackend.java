@@ -50,6 +50,8 @@ public final class ScriptedBackend implements BackendFactory {
     public volatile RuntimeException failCreateInstance;
     public volatile RuntimeException failClose;
     public volatile boolean ready = true;
+    /** The instances' own readiness check ({@link ModelInstance#checkReady()}); null: they have none. */
+    public volatile java.util.function.Supplier<java.util.concurrent.CompletionStage<Boolean>> readyCheck;
     /** When set, createInstance counts it down... then blocks (interruptibly) until {@link #releaseCreate} opens. */
     public volatile java.util.concurrent.CountDownLatch creating;
     public final java.util.concurrent.CountDownLatch releaseCreate = new java.util.concurrent.CountDownLatch(1);
@@ -118,6 +120,15 @@ public final class ScriptedBackend implements BackendFactory {
                             @Override
                             public boolean isReady() {
                                 return ready;
+                            }
+
+                            @Override
+                            public java.util.concurrent.CompletionStage<Boolean> checkReady() {
+                                java.util.function.Supplier<java.util.concurrent.CompletionStage<Boolean>> c = readyCheck;
+                                if (c == null) {
+                                    return ModelInstance.super.checkReady();
+                                }
+                                return c.get();
                             }
 
                             @Override

@@ -30,6 +30,16 @@ public interface FrontendContext {
     }
 
     /**
+     * A new CUDA shared-memory registry for the frontends' shared system registry to hold (it
+     * closes it). The host answers with its GPU backend's provider, wherever that backend was
+     * loaded from; the default looks on the class path only ({@link DeviceSharedMemory#discover()}),
+     * and is not {@link DeviceSharedMemory#available() available} without a usable GPU.
+     */
+    default DeviceSharedMemory deviceSharedMemory() {
+        return DeviceSharedMemory.discover();
+    }
+
+    /**
      * The host-wide object of {@code type}, so that the host's frontends share one (Triton's
      * system shared-memory regions: one registry for REST and gRPC). The first frontend to ask
      * creates it with {@code create}; the host closes it after every frontend has closed. The

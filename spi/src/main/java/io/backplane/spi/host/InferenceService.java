@@ -54,14 +54,58 @@ public interface InferenceService {
     /** Unloads a model within the unload deadline; every open request of it ends. */
     void unload(String model);
 
+    /**
+     * Unloads a model as {@link #unload(String)}; with {@code dependents} also the models it
+     * depends on (an ensemble's composing models) that no other loaded model uses and that were
+     * not loaded on their own (Triton's {@code unload_dependents}).
+     *
+     * <p>The default serves {@code dependents == false} as {@link #unload(String)} and refuses
+     * {@code true} with UNSUPPORTED.
+     */
+    default void unload(String model, boolean dependents) {
+        if (dependents) {
+            throw new io.backplane.spi.BackplaneException(io.backplane.spi.ErrorCode.UNSUPPORTED,
+                    "this host does not unload a model's dependents; unload model '" + model + "' and its composing models one by one");
+        }
+        unload(model);
+    }
+
     /** The host is running. */
     boolean isLive();
 
-    /** The host is running and every loaded model has a ready version. */
+    /**
+     * The host is running and (under strict readiness) every loaded model has a ready version. May
+     * wait for the instances' own readiness checks ({@link io.backplane.spi.ModelInstance#checkReady()},
+     * bounded by each backend); a caller that must not block uses {@link #checkReady()}.
+     */
     boolean isReady();
 
-    /** The model (version, or {@link InferenceRequest#LATEST}) is loaded and an instance can serve. */
+    /**
+     * The model (version, or {@link InferenceRequest#LATEST}) is loaded and an instance can serve,
+     * by its own readiness check where it has one. May wait for that check (bounded by the
+     * backend); a caller that must not block uses {@link #checkModelReady(String, long)}.
+     */
     boolean isModelReady(String model, long version);
+
+    /**
+     * {@link #isReady()} as a future that never fails, for callers that must not block (event
+     * loops). The default answers on the calling thread.
+     *
+     * @since SPI 4
+     */
+    default CompletableFuture<Boolean> checkReady() {
+        return CompletableFuture.completedFuture(isReady());
+    }
+
+    /**
+     * {@link #isModelReady(String, long)} as a future that never fails, for callers that must not
+     * block (event loops). The default answers on the calling thread.
+     *
+     * @since SPI 4
+     */
+    default CompletableFuture<Boolean> checkModelReady(String model, long version) {
+        return CompletableFuture.completedFuture(isModelReady(model, version));
+    }
 
     /** Metadata of a loaded model version. */
     ModelMetadata metadata(String model, long version);
@@ -115,6 +159,15 @@ public interface InferenceService {
 
     /** Backplane's version string. */
     String version();
+
+    /**
+     * The name the server reports in its metadata (REST {@code GET /v2}, gRPC
+     * {@code ServerMetadata}); configurable so that clients and dashboards that look for Triton
+     * find the name they expect. The default is {@code backplane}.
+     */
+    default String serverName() {
+        return "backplane";
+    }
 
     /**
      * The custom metric families backends created through
