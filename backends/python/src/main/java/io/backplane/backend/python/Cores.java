@@ -2,6 +2,7 @@ package io.backplane.backend.python;
 
 import java.io.BufferedReader;
 import java.io.IOException;
+import java.lang.management.CompilationMXBean;
 import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -13,6 +14,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Which spins the machine can afford, JVM-wide, for every stub connection: spinning is decided by
@@ -22,8 +24,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * machine's busy time ({@code /proc/stat}) and subtracts what this JVM and its live stubs used
  * ({@code /proc/self/stat}, {@code /proc/<pid>/stat}): what is left is the other processes'
  * load, so our own spinning never closes the gate on itself (a load average does). That load is
- * smoothed over about a second and rounded to whole cores; the cores the others leave free are the
- * spin slots. Then:
+ * smoothed over about a second and rounded to whole cores; the cores the others leave free, less
+ * those this JVM's JIT compiler is busy on ({@link #freeCores(int, double, double)}), are the spin
+ * slots. Then:
  * <ul>
  *   <li>a host thread waiting for a stub's result spins only while
  *       {@code busy stubs + spinning host threads} stays within the free cores
@@ -52,6 +55,10 @@ final class Cores {
     private static long lastNanos = System.nanoTime();
     private static long lastBusyTicks = -1;
     private static long lastJvmNanos;
+    private static long lastJitMillis = -1;
+    private static final @Nullable CompilationMXBean JIT = ManagementFactory.getCompilationMXBean();
+    /** The JIT's share of a core (compile time per wall time) from which it counts as taking a core ({@link #freeCores(int, double, double)}). */
+    static final double JIT_BUSY = 0.05;
 
     private Cores() {
     }
@@ -141,19 +148,48 @@ final class Cores {
                 oursNanos += (t - before) * TICK_NANOS;
             }
         }
+        long jitMillis = jitMillis();
         if (lastBusyTicks >= 0 && now > lastNanos) {
             double sampled = Math.max(0, ((busy - lastBusyTicks) * TICK_NANOS - oursNanos) / (now - lastNanos));
             // Smoothed over about a second, and rounded: the sample's tick granularity (10 ms per process
             // per 250 ms) and a short burst of someone else's work must not switch spinning off and on.
             double others = othersLoad < 0 ? sampled : 0.5 * othersLoad + 0.5 * sampled;
             othersLoad = others;
-            freeCores = (int) Math.max(0, Math.min(CORES, Math.round(CORES - others)));
+            double jit = lastJitMillis >= 0 && jitMillis >= lastJitMillis ? (jitMillis - lastJitMillis) * 1e6 / (now - lastNanos) : 0;
+            freeCores = freeCores(CORES, others, jit);
         }
+        lastJitMillis = jitMillis;
         lastNanos = now;
         lastBusyTicks = busy;
         lastJvmNanos = jvm;
         LAST_STUB_TICKS.clear();
         LAST_STUB_TICKS.putAll(ticks);
+    }
+
+    /**
+     * The spin slots: the cores the other processes leave ({@code others}, in cores), less the
+     * cores this JVM's JIT compiler is using ({@code jit}, compile time per wall time), not
+     * smoothed. In the first seconds after a start the compiler threads compile the request path;
+     * host threads and stubs spinning on every core would take the cores from them, and each
+     * compilation would then preempt a spinner for a scheduler slice (a millisecond or more, the
+     * cold p99 on a 2-core machine). While it compiles, the waits block instead and leave it a
+     * core. Our own spinning and stubs are in neither figure.
+     */
+    static int freeCores(int cores, double others, double jit) {
+        long free = Math.round(cores - others);
+        if (jit >= JIT_BUSY) {
+            free -= (long) Math.ceil(Math.min(jit, cores));
+        }
+        return (int) Math.max(0, Math.min(cores, free));
+    }
+
+    /** The JIT's accumulated compile time, ms, or -1 where the JVM does not say. */
+    private static long jitMillis() {
+        try {
+            return JIT != null && JIT.isCompilationTimeMonitoringSupported() ? JIT.getTotalCompilationTime() : -1;
+        } catch (RuntimeException e) {
+            return -1;
+        }
     }
 
     /**

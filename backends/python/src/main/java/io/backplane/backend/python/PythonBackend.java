@@ -26,7 +26,7 @@ import org.slf4j.LoggerFactory;
 final class PythonBackend implements Backend {
     private static final Logger log = LoggerFactory.getLogger(PythonBackend.class);
     static final List<String> STUB_FILES = List.of("backplane_stub.py", "triton_python_backend_utils.py", "backplane_execute.py",
-            "backplane_dlpack.py", "backplane_model_config.py", "backplane_bls.py");
+            "backplane_dlpack.py", "backplane_model_config.py", "backplane_bls.py", "backplane_readiness.py", "backplane_template.py");
 
     /** The prefix of the socket folders, marked with their owner ({@link OwnedDirectory}). */
     static final String SOCKET_PREFIX = "bp-py-";
@@ -110,6 +110,7 @@ final class PythonBackend implements Backend {
 
     @Override
     public void close() {
+        StubLauncher.closeAll(socketDirectory);
         int unlinked = SharedRegion.unlinkAll(socketDirectory);
         if (unlinked > 0) {
             log.warn("removed the shared-memory files of {} stub(s) whose clean-up was still running at close", unlinked);

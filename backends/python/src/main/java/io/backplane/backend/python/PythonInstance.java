@@ -85,6 +85,19 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
         return state == State.READY && s != null && !s.isDead() && !s.isStalled();
     }
 
+    /**
+     * The model's {@code is_ready()} when it defines one (Triton's python_backend user-defined
+     * readiness), else ready while the stub is healthy; see {@link StubReadiness}.
+     */
+    @Override
+    public java.util.concurrent.CompletionStage<Boolean> checkReady() {
+        StubConnection s = stub;
+        if (s == null || !isReady()) {
+            return java.util.concurrent.CompletableFuture.completedFuture(false);
+        }
+        return s.checkReady();
+    }
+
     @Override
     public void execute(List<ScheduledRequest> batch) {
         StubConnection s = awaitServing();
@@ -93,7 +106,7 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
             String why = state == State.CLOSED ? "is closed"
                     : c != null && c.isStalled() ? "has a stalled python stub (pid " + c.pid() + ") that is being recovered or replaced"
                     : "is restarting its python stub" + (lastFailure.isEmpty() ? "" : " after: " + lastFailure);
-            BackplaneException err = BackplaneException.unavailable("model '" + model.name() + "' instance '" + context.name() + "' " + why);
+            BackplaneException err = BackplaneException.unavailable(notHealthy(why));
             for (ScheduledRequest sr : batch) {
                 try {
                     sr.sender().sendError(err);
@@ -104,6 +117,12 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
             return;
         }
         s.execute(batch);
+    }
+
+    /** Triton's sentence for a request to an instance whose stub cannot serve, then Backplane's hint. */
+    private String notHealthy(String why) {
+        return "Stub process '" + context.name() + "' is not healthy. (Backplane: model '" + model.name() + "' instance '" + context.name()
+                + "' " + why + "; the model is not ready until it serves again, and the request can be retried)";
     }
 
     /** Waits (up to the start-up timeout) while a replacement stub starts; null when none can serve now. */

@@ -169,8 +169,14 @@ final class SharedRegion implements AutoCloseable {
                 totalBytes += size;
             }
         } catch (IOException e) {
-            throw new BackplaneException(ErrorCode.INTERNAL, "cannot create shared-memory file " + path + ": " + e, e);
+            throw new BackplaneException(ErrorCode.INTERNAL, cannotGrow(totalBytes + size, "cannot create shared-memory file " + path + ": " + e
+                    + "; " + SHM_DIR + " may be full: in a container, give it more room (docker run --shm-size=1g)"), e);
         }
+    }
+
+    /** Triton's sentence for a pool that cannot grow, then what Backplane knows of why and what to do. */
+    private String cannotGrow(long toBytes, String hint) {
+        return "Failed to increase the shared memory pool size for key '" + prefix + "' to " + toBytes + " bytes. (Backplane: " + hint + ")";
     }
 
     /**
@@ -194,9 +200,9 @@ final class SharedRegion implements AutoCloseable {
             want = (size + 4095) & -4096L;
         }
         if (totalBytes + want > maxBytes) {
-            throw new BackplaneException(ErrorCode.TOO_LARGE, "the request needs " + n + " bytes of shared memory but the instance's"
-                    + " region holds " + totalBytes + " of at most " + maxBytes + " bytes; raise '" + StubSettings.SHM_MAX
-                    + "' (model parameter or backend option) or send smaller requests");
+            throw new BackplaneException(ErrorCode.TOO_LARGE, cannotGrow(totalBytes + want, "the request needs " + n
+                    + " bytes of shared memory but the instance's region holds " + totalBytes + " of at most " + maxBytes + " bytes; raise '"
+                    + StubSettings.SHM_MAX + "' (model parameter or backend option) or send smaller requests"));
         }
         addChunk(want);
         b = tryAllocate(size);

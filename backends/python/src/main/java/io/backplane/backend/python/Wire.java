@@ -22,6 +22,8 @@ final class Wire {
     static final byte F_FINALIZE = 5;
     static final byte F_BLS_RESP = 6;
     static final byte F_METRIC_REPLY = 7;
+    /** Readiness: u64 ask id; the stub runs the model's is_ready() (backplane_readiness.py). */
+    static final byte F_READY = 8;
 
     /**
      * Responses the stub may have sent and not yet seen acknowledged (one ACK per response): a
@@ -42,6 +44,9 @@ final class Wire {
     static final byte F_BLS_CANCEL = 29;
     static final byte F_METRIC = 30;
     static final byte F_HOST_FREE = 31;
+    /** u64 ask id, u8 verdict ({@code READY_*}), str detail. */
+    static final byte F_READY_REPLY = 32;
+    static final int READY_NO = 0, READY_YES = 1, READY_FAILED = 2, READY_ABSENT = 3;
 
     /** Largest control frame the host accepts from a stub. */
     static final int MAX_FRAME = 64 << 20;

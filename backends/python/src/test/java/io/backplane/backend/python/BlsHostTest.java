@@ -92,7 +92,71 @@ class BlsHostTest {
             BackplaneException e = failure(host.infer(caller("bls_caller", "no_such_model", 1, 2, 3, 4)));
             // the caller forwards the TritonError it got: NOT_FOUND is Triton code 2
             assertTrue(e.getMessage().contains("BLS to 'no_such_model' failed (code 2)"), e.getMessage());
-            assertTrue(e.getMessage().contains("unknown model 'no_such_model'"), e.getMessage());
+            assertTrue(e.getMessage().contains("Request for unknown model: 'no_such_model' is not found"), e.getMessage()); // Triton's sentence (core, since 5bf530b)
+        }
+    }
+
+    /**
+     * Every BLS mode (exec, exec(decoupled=True), async_exec awaited, async_exec(decoupled=True)
+     * awaited as in Triton's examples/bls_decoupled or iterated with async for) from a plain and a
+     * decoupled model, each with a synchronous and a coroutine execute; and the model_name types
+     * Triton's binding accepts, with its TypeError for the others.
+     */
+    @Test
+    void blsModes_fromPlainDecoupledAndAsyncModels_allWorkAsInTriton() throws Exception {
+        List<String> models = List.of("bls_modes", "bls_modes_decoupled", "bls_modes_async", "bls_modes_async_decoupled");
+        String[] load = new String[models.size() + 2];
+        load[0] = "add_sub";
+        load[1] = "square";
+        for (int i = 0; i < models.size(); i++) {
+            load[i + 2] = models.get(i);
+        }
+        try (BackplaneHost host = host(1, load)) {
+            for (String model : models) {
+                InferenceRequest req = InferenceRequest.builder(model).input(Tensor.ofInts("IN", new long[] {1}, 3))
+                        .input(Tensor.ofStrings("TARGET", new long[] {1}, "add_sub")).build();
+                List<InferenceResponse> got = new java.util.concurrent.CopyOnWriteArrayList<>();
+                CompletableFuture<BackplaneException> end = new CompletableFuture<>();
+                host.stream(req, new io.backplane.spi.host.ResponseObserver() {
+                    @Override
+                    public void onResponse(InferenceResponse response) {
+                        got.add(response);
+                    }
+
+                    @Override
+                    public void onComplete() {
+                        end.complete(null);
+                    }
+
+                    @Override
+                    public void onError(BackplaneException error) {
+                        end.complete(error);
+                    }
+                });
+                BackplaneException error = end.get(60, TimeUnit.SECONDS);
+                assertEquals(null, error, model + ": " + error);
+                assertEquals(1, got.size(), model);
+                com.fasterxml.jackson.databind.JsonNode rep = StubJson.MAPPER.readTree(got.get(0).output("REPORT").toStringList().get(0));
+                assertEquals(model.endsWith("_decoupled"), rep.get("decoupled_model").asBoolean(), model);
+                String sums = "[11.0,22.0]", squares = "[9,9,9]";
+                assertEquals("bytes", rep.get("target_type").asText(), model + ": a TYPE_STRING element is bytes");
+                for (String key : List.of("name_tensor", "name_str", "name_bytes", "name_numpy_bytes", "name_numpy_str", "exec", "async_exec")) {
+                    assertEquals(sums, rep.get(key).toString(), model + " " + key);
+                }
+                for (String key : List.of("exec_decoupled", "await_async_exec_decoupled", "async_for_await_async_exec_decoupled",
+                        "async_for_async_exec_decoupled")) {
+                    assertEquals(squares, rep.get(key).toString(), model + " " + key);
+                }
+                assertEquals("[" + sums + "," + squares + "]", rep.get("gather").toString(), model);
+                assertEquals("AsyncResponseIterator", rep.get("await_async_exec_decoupled_type").asText(), model);
+                for (String key : List.of("bad_int", "bad_none", "bad_list")) {
+                    String m = rep.get(key).asText();
+                    assertTrue(m.startsWith("__init__(): incompatible constructor arguments. The following argument types are supported:"),
+                            model + " " + key + ": " + m);
+                    assertTrue(m.contains("model_name must be a str or bytes"), m);
+                }
+            }
+            assertEquals(0, host.openRequests());
         }
     }
 

@@ -100,6 +100,16 @@ final class BlsRepository {
             output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
             """;
 
+    /** bls_modes and bls_modes_async, plain or decoupled. */
+    static final String MODES = """
+            name: "%s"
+            backend: "python"
+            %s
+            input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "TARGET" data_type: TYPE_STRING dims: [ 1 ] } ]
+            output [ { name: "REPORT" data_type: TYPE_STRING dims: [ 1 ] } ]
+            instance_group [ { kind: KIND_CPU } ]
+            """ + FAST;
+
     private BlsRepository() {
     }
 
@@ -128,6 +138,10 @@ final class BlsRepository {
         model(repo, "bls_params_caller", PARAMS.formatted("bls_params_caller"));
         model(repo, "params_echo", PARAMS.formatted("params_echo"));
         model(repo, "bls_in_init", IN_INIT);
+        for (String source : List.of("bls_modes", "bls_modes_async")) {
+            model(repo, source, source, MODES.formatted(source, ""));
+            model(repo, source + "_decoupled", source, MODES.formatted(source + "_decoupled", "model_transaction_policy { decoupled: true }"));
+        }
         Path onnx = Files.createDirectories(repo.resolve("onnx_add_sub/1"));
         Files.copy(ONNX_SAMPLE.resolve("config.pbtxt"), repo.resolve("onnx_add_sub/config.pbtxt"));
         Files.copy(ONNX_SAMPLE.resolve("1/model.onnx"), onnx.resolve("model.onnx"));
@@ -135,8 +149,12 @@ final class BlsRepository {
     }
 
     private static void model(Path repo, String name, String config) throws IOException {
+        model(repo, name, name, config);
+    }
+
+    private static void model(Path repo, String name, String source, String config) throws IOException {
         Path dir = Files.createDirectories(repo.resolve(name).resolve("1"));
-        Files.copy(MODELS.resolve(name).resolve("1/model.py"), dir.resolve("model.py"));
+        Files.copy(MODELS.resolve(source).resolve("1/model.py"), dir.resolve("model.py"));
         Files.writeString(repo.resolve(name).resolve("config.pbtxt"), config);
     }
 

@@ -108,10 +108,19 @@ final class Harness implements AutoCloseable {
         return out;
     }
 
-    /** Python stubs (child processes) still alive. */
+    /**
+     * Python stubs (child processes, or forks of a template: they show its command line) still
+     * alive; the templates themselves are not stubs.
+     */
     static List<ProcessHandle> liveStubs() {
         return ProcessHandle.current().descendants().filter(ProcessHandle::isAlive)
-                .filter(p -> p.info().commandLine().orElse("").contains("backplane_stub.py")).toList();
+                .filter(p -> p.info().commandLine().orElse("").contains("backplane_stub.py")).filter(p -> !isTemplate(p)).toList();
+    }
+
+    /** A stub template ({@link StubTemplate}): the JVM's child running {@code backplane_stub.py --template}. */
+    static boolean isTemplate(ProcessHandle p) {
+        return p.parent().map(q -> q.pid() == ProcessHandle.current().pid()).orElse(false)
+                && p.info().commandLine().orElse("").contains("--template");
     }
 
     /** Fails unless python3 with numpy runs here. */
@@ -138,6 +147,8 @@ final class Harness implements AutoCloseable {
         }
         assertEquals(List.of(), liveStubs().stream().map(p -> p.pid() + " " + p.info().commandLine().orElse("")).toList(),
                 "stub processes left");
+        assertEquals(List.of(), ProcessHandle.current().children().filter(ProcessHandle::isAlive).filter(Harness::isTemplate)
+                .map(p -> p.pid() + " " + p.info().commandLine().orElse("")).toList(), "stub templates left");
         assertEquals(List.of(), ownShmFiles(), "shared-memory files left");
     }
 }

@@ -246,7 +246,13 @@ class PythonBackendTest {
         ListAppender<ILoggingEvent> logs = capture();
         try (Harness h = new Harness(Configs.faulty())) {
             h.run(fp32("faulty", "log", 1)).get(0).await();
-            waitFor(() -> messages(logs).contains("hello from stderr") && messages(logs).contains("hello from print"));
+            // Three paths reach the log at their own pace (stdout and stderr pipes, the Logger's messages on the
+            // channel): wait for every line, not just the pipes' (CI once saw the Logger's line arrive last)
+            waitFor(() -> {
+                String m = messages(logs);
+                return m.contains("hello from stderr") && m.contains("hello from print") && m.contains("hello from Logger")
+                        && m.contains("an error line from Logger");
+            });
             String all = messages(logs);
             assertTrue(all.contains("[faulty/faulty_0_0] hello from print"), all);
             assertTrue(all.contains("[faulty/faulty_0_0] hello from Logger"), all);

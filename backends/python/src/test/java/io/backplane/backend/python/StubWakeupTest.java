@@ -188,6 +188,19 @@ class StubWakeupTest {
     }
 
     @Test
+    void freeCores_jitCompiling_leavesItACore() {
+        assertEquals(2, Cores.freeCores(2, 0.0, 0.0), "an idle 2-core machine");
+        assertEquals(1, Cores.freeCores(2, 0.6, 0.0), "others' 0.6 of a core rounds to one core");
+        assertEquals(2, Cores.freeCores(2, 0.0, Cores.JIT_BUSY / 2), "a JIT compiling now and then takes no core");
+        assertEquals(1, Cores.freeCores(2, 0.0, Cores.JIT_BUSY), "a busy JIT takes one core");
+        assertEquals(1, Cores.freeCores(2, 0.0, 0.9), "a busy JIT takes one core");
+        assertEquals(0, Cores.freeCores(2, 0.0, 1.4), "two compiler threads take two cores");
+        assertEquals(0, Cores.freeCores(2, 1.0, 0.5), "others and the JIT together take both cores");
+        assertEquals(0, Cores.freeCores(2, 3.0, 3.0), "never below zero");
+        assertEquals(4, Cores.freeCores(4, -1.0, 0.0), "never above the cores");
+    }
+
+    @Test
     void stubMaySpin_moreStubsThanCores_false() {
         List<Long> fake = new ArrayList<>();
         for (int i = 0; i < Cores.CORES; i++) {

@@ -287,34 +287,14 @@ class Bls:
                 fut.set_result(self.single(call, model))
 
         def on_event():
-            loop.call_soon_threadsafe(check)
+            try:
+                loop.call_soon_threadsafe(check)
+            except RuntimeError:
+                pass  # the loop has closed: nobody awaits the call any more
 
         call.on_event = on_event
         check()
         return fut
-
-    def async_iterator(self, call):
-        import asyncio
-        loop = asyncio.get_running_loop()
-        queue = asyncio.Queue()
-
-        def on_event():
-            loop.call_soon_threadsafe(queue.put_nowait, True)
-
-        call.on_event = on_event
-
-        async def agen():
-            while True:
-                with call.cond:
-                    item = call.queue.popleft() if call.queue else None
-                    ended = call.done and item is None
-                if item is not None:
-                    yield item
-                elif ended:
-                    return
-                else:
-                    await queue.get()
-        return agen()
 
     # ------------------------------------------------------------------ metrics
 
@@ -380,6 +360,63 @@ class ResponseIterator:
         self._bls.cancel(self._call)
 
 
+class AsyncResponseIterator(ResponseIterator):
+    """What async_exec(decoupled=True) returns. As in Triton, ``await`` on it gives the response
+    iterator once the first response (or the end) has arrived: ``for r in await req.async_exec(decoupled=True)``.
+    It is also an async iterator, so ``async for r in req.async_exec(decoupled=True)`` (with or without
+    the ``await``) waits for each response without blocking the event loop."""
+
+    def __init__(self, call, bls):
+        import asyncio
+        super().__init__(call, bls)
+        self._loop = asyncio.get_running_loop()
+        self._waiters = []
+        call.on_event = self._on_event
+
+    def _on_event(self):  # the reader thread
+        try:
+            self._loop.call_soon_threadsafe(self._wake)
+        except RuntimeError:
+            pass  # the loop has closed: nobody awaits the call any more
+
+    def _wake(self):  # the event loop
+        waiters, self._waiters = self._waiters, []
+        for f in waiters:
+            if not f.done():
+                f.set_result(None)
+
+    async def _changed(self):
+        # Registered before the loop runs anything else, so a wake-up posted after the caller's
+        # look at the queue still finds this waiter.
+        f = self._loop.create_future()
+        self._waiters.append(f)
+        await f
+
+    def __await__(self):
+        return self._first().__await__()
+
+    async def _first(self):
+        call = self._call
+        while True:
+            with call.cond:
+                if call.queue or call.done:
+                    return self
+            await self._changed()
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        call = self._call
+        while True:
+            with call.cond:
+                if call.queue:
+                    return call.queue.popleft()
+                if call.done:
+                    raise StopAsyncIteration
+            await self._changed()
+
+
 def request_exec(request, decoupled=False):
     bls = _bls()
     call = bls.start(request, decoupled)
@@ -392,7 +429,7 @@ def request_async_exec(request, decoupled=False):
     bls = _bls()
     call = bls.start(request, decoupled)
     if decoupled:
-        return bls.async_iterator(call)
+        return AsyncResponseIterator(call, bls)
     return bls.async_single(call, request._bls_model)
 
 

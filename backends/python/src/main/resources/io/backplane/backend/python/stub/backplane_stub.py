@@ -12,10 +12,16 @@ where either side has no futex).
 # Done before any import, so the window in which a Ctrl-C still reaches the stub is the
 # interpreter's own start-up.
 import os as _os
+import sys as _sys
 try:
     _os.setsid()
 except OSError:
     pass  # already a session leader
+if "--template" in _sys.argv:
+    # A warm template (backplane_template.py): every stub is a fork of this process. Its collector
+    # stays off, so that no collection touches (and copies, on write) the pages the forks share.
+    import gc as _gc
+    _gc.disable()
 
 import asyncio
 import bisect
@@ -41,6 +47,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 import backplane_bls
 import backplane_execute
+import backplane_readiness
 
 # Frame types, host -> stub
 F_INIT, F_PING, F_WAKE, F_ACK, F_FINALIZE = 1, 2, 3, 4, 5
@@ -55,7 +62,7 @@ W_HOST_FUTEX, W_STUB_FUTEX, W_STUB_SPIN_NS = 12, 13, 14
 # execution, and how often a blocking call of that sleep returned.
 W_STUB_SLEEPS, W_STUB_WAKEUPS = 15, 16
 WAITING_SOCKET, WAITING_FUTEX = 1, 2
-# How much longer than spin_us a side spins after it had to wake the other (StubConnection.AFTER_WAKE_SPIN_FACTOR).
+# How much longer than spin_us a side spins after it had to wake the other (HandOff.AFTER_WAKE_SPIN_FACTOR).
 AFTER_WAKE_SPIN_FACTOR = 4
 MAGIC = 0x42504C4E50594731  # "BPLNPYG1"
 
@@ -207,20 +214,34 @@ class Arena:
         if self.total + size > self.limit:
             size = ((need + 4095) & ~4095)
             if self.total + size > self.limit:
-                raise pb_utils.TritonModelException(
-                    "the outputs need %d bytes of shared memory but the instance's limit of %d bytes (shm_max_bytes) "
-                    "is reached (%d in use); raise shm_max_bytes" % (need, self.limit, self.total))
+                raise pb_utils.TritonModelException(self._cannot_grow(
+                    self.total + size, "the outputs need %d bytes of shared memory but the instance's limit of %d bytes "
+                    "(shm_max_bytes) is reached (%d in use); raise shm_max_bytes" % (need, self.limit, self.total)))
         k = len(self.chunks)
         path = os.path.join(SHM_DIR, "%s-s%d" % (self.prefix, k))
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            os.ftruncate(fd, size)
-            mm = mmap.mmap(fd, size)
-        finally:
-            os.close(fd)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.ftruncate(fd, size)
+                mm = mmap.mmap(fd, size)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            raise pb_utils.TritonModelException(self._cannot_grow(
+                self.total + size, "cannot create shared-memory file %s: %s; %s may be full: in a container, give it "
+                "more room (docker run --shm-size=1g)" % (path, e, SHM_DIR)))
         self.chunks.append((mm, np.frombuffer(mm, dtype=np.uint8), size))
         self.free.append([[0, size]])
         self.total += size
+
+    def _cannot_grow(self, to_bytes, hint):
+        """Triton's sentence for a pool that cannot grow, then what Backplane knows of why and what to do."""
+        return ("Failed to increase the shared memory pool size for key '%s' to %d bytes. (Backplane: %s)"
+                % (self.prefix, to_bytes, hint))
 
     def alloc(self, n):
         n = max(ALIGN, (n + ALIGN - 1) & ~(ALIGN - 1))
@@ -289,6 +310,7 @@ class Runtime:
         self.ctl = None
         self.futex = None
         self.bls = backplane_bls.Bls(self, WIRE_TO_NUMPY, NUMPY_TO_WIRE, WIRE_BYTES)
+        self.readiness = backplane_readiness.Readiness(self)
         self.loop = backplane_execute.EventLoop(self.log)
         self.dropped_senders = queue.SimpleQueue()
         self.left_open = False
@@ -813,6 +835,8 @@ class Runtime:
                     self.credits.release()
                 elif ftype in (backplane_bls.F_BLS_RESP, backplane_bls.F_METRIC_REPLY):
                     self.bls.on_frame(ftype, payload)
+                elif ftype == backplane_readiness.F_READY:
+                    self.readiness.on_frame(payload)
                 elif ftype == F_FINALIZE:
                     self.shutdown = True
                     self.wake.set()
@@ -953,6 +977,12 @@ def main():
         rt.flush_before_exit()
         sock.close()
         os._exit(1)
+    # What initialize() left is long-lived (the model, its weights, its imports): collected once, then
+    # frozen out of the collector's passes, which would otherwise walk it again and again and land in
+    # the tail of the latency (CPython's gc.freeze; in a fork of the template this also keeps the shared
+    # pages unwritten).
+    gc.collect()
+    gc.freeze()
     # At most 1/16 of the stub's shared-memory limit (shm_max_bytes), so a small limit keeps its room.
     rt.scratch = rt.arena.alloc(min(SCRATCH_BYTES, max(ALIGN, (rt.arena.limit // 16) & ~(ALIGN - 1))))
     rt.send_frame(F_INIT_OK)
@@ -981,4 +1011,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if "--template" in sys.argv:
+        import backplane_template
+        backplane_template.serve(main)
+    else:
+        main()

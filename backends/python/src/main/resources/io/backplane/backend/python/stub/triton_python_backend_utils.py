@@ -314,12 +314,42 @@ def _sequence_encode(correlation_id, flags):
         return "%d:s%s" % (int(flags or 0), correlation_id)
     return "%d:n%d" % (int(flags or 0), int(correlation_id))
 
+_MISSING = object()
+
+_REQUEST_SIGNATURE = (
+    "__init__(): incompatible constructor arguments. The following argument types are supported:\n"
+    "    1. triton_python_backend_utils.InferenceRequest(request_id: str = '', correlation_id: object = 0, "
+    "inputs: List[triton_python_backend_utils.Tensor], requested_output_names: List[str], model_name: str, "
+    "model_version: int = -1, flags: int = 0, timeout: int = 0, "
+    "preferred_memory: triton_python_backend_utils.PreferredMemory = ..., "
+    "trace: triton_python_backend_utils.InferenceTrace = ..., parameters: object = None)\n\n")
+
+
+def _bls_model_name(model_name):
+    """model_name as Triton's binding takes it: a str, or bytes (e.g. ``tensor.as_numpy()[0]`` of a
+    TYPE_STRING input, a numpy bytes scalar) read as UTF-8; anything else is Triton's TypeError."""
+    if isinstance(model_name, str):  # numpy.str_ too
+        return str(model_name)
+    if isinstance(model_name, (bytes, bytearray)):  # numpy.bytes_ too
+        try:
+            return bytes(model_name).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TypeError(_REQUEST_SIGNATURE + "Invoked with: kwargs: model_name=%r\n(Backplane: model_name bytes must be "
+                            "UTF-8: %s)" % (model_name, e)) from None
+    if isinstance(model_name, np.ndarray) and model_name.shape == () and model_name.dtype.kind in ("S", "U", "O"):
+        return _bls_model_name(model_name.item())
+    shown = "<missing>" if model_name is _MISSING else repr(model_name)
+    raise TypeError(_REQUEST_SIGNATURE + "Invoked with: kwargs: model_name=%s\n(Backplane: model_name must be a str or bytes, "
+                    "such as the element of a TYPE_STRING input (tensor.as_numpy()[0]), not %s)"
+                    % (shown, "a missing argument" if model_name is _MISSING else type(model_name).__name__))
+
+
 class InferenceRequest:
     """A request given to execute(); one you construct yourself is a BLS call: exec() or async_exec() it."""
 
-    def __init__(self, model_name=None, inputs=None, requested_output_names=None, request_id="", correlation_id=0,
+    def __init__(self, model_name=_MISSING, inputs=None, requested_output_names=None, request_id="", correlation_id=0,
                  flags=0, timeout=0, preferred_memory=None, trace=None, parameters=None, model_version=-1, **kwargs):
-        self._bls_model = model_name
+        self._bls_model = _bls_model_name(model_name)
         self._inputs = list(inputs or [])
         self._requested = list(requested_output_names or [])
         self._request_id = request_id
