@@ -207,6 +207,23 @@ dynamic_batching { }
     save("dynamic_dim", g, config, cases)
 
 
+def wrong_shape():
+    # OUTPUT0 = INPUT0 twice along axis 1, but the graph declares it [batch, n] like INPUT0: a model whose
+    # declared output shape is wrong (the backend pre-sizes outputs from declared shapes and must recover)
+    g = helper.make_graph(
+        [helper.make_node("Concat", ["INPUT0", "INPUT0"], ["OUTPUT0"], axis=1)],
+        "wrong_shape",
+        [vi("INPUT0", TensorProto.FLOAT, ["batch", "n"])],
+        [vi("OUTPUT0", TensorProto.FLOAT, ["batch", "n"])])
+    config = """name: "wrong_shape"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+"""
+    save("wrong_shape", g, config, [{"INPUT0": ("FP32", np.arange(6, dtype=np.float32).reshape(2, 3))}])
+
+
 def not_onnx():
     d = os.path.join(ROOT, "not_onnx")
     os.makedirs(os.path.join(d, "1"), exist_ok=True)
@@ -330,6 +347,7 @@ if __name__ == "__main__":
     for t in TYPES:
         identity(t)
     dynamic_dim()
+    wrong_shape()
     not_onnx()
     mlp()
     mlp_large()

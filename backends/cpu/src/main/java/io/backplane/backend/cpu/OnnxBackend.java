@@ -90,13 +90,14 @@ final class OnnxBackend implements Backend {
         }
         config = withSequenceTensors(config);
         Path file = modelFile(model);
-        SessionSettings settings = SessionSettings.from(config.name(), context.options(), config.parameters(), config.instanceCount());
+        SessionSettings settings = SessionSettings.from(config, context.options());
         OrtSession first = OnnxModel.createSession(file, settings, where);
         try {
             ModelConfig effective = Signatures.complete(config, first.getInputInfo(), first.getOutputInfo(), where);
             Signatures.check(effective, first.getInputInfo(), first.getOutputInfo(), where);
-            LOG.info("{}: loaded {} ({} intra-op / {} inter-op threads, optimization {})", where, file, settings.intraOpThreads(),
-                    settings.interOpThreads(), settings.optimizationLevel());
+            LOG.info("{}: loaded {} ({} intra-op / {} inter-op threads, {}, optimization {}{})", where, file, settings.intraOpThreads(),
+                    settings.interOpThreads(), settings.executionMode(), settings.optimizationLevel(),
+                    settings.accelerators().isEmpty() ? "" : ", accelerators " + settings.accelerators());
             return new OnnxModel(where, effective, file, settings, first);
         } catch (OrtException | RuntimeException e) {
             OnnxModel.closeSession(first, where);

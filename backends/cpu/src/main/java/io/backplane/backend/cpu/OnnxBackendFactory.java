@@ -30,11 +30,11 @@ public final class OnnxBackendFactory implements BackendFactory {
         return Set.of("onnxruntime");
     }
 
-    /** Triton's ONNX platform and {@code model.onnx}; CPU; batches; not decoupled. */
+    /** Triton's ONNX platform and {@code model.onnx}; CPU; batches; not decoupled; reads {@code optimization} (graph level, accelerators). */
     @Override
     public BackendCapabilities capabilities() {
         return BackendCapabilities.builder().platforms("onnxruntime_onnx").modelFileNames("model.onnx").preferredInstanceKind(InstanceKind.CPU)
-                .batching(true).decoupled(false).childRequests(false).build();
+                .batching(true).decoupled(false).childRequests(false).configSections("optimization").build();
     }
 
     @Override

@@ -55,6 +55,10 @@ final class OnnxInstance implements ModelInstance {
     private final String where;
     private final OrtSession session;
     private final RunOptions runOptions;
+    /** Outputs whose shape follows from the inputs' before the run: ORT writes them straight into the response's memory. */
+    private final Map<String, ShapeRule> presized;
+    /** Cleared when ORT refused a pre-sized output (its shape did not follow the model's declared dimensions). */
+    private volatile boolean presizeOutputs = true;
     private final Object lock = new Object();
     private boolean running;
     private boolean closeRequested;
@@ -68,11 +72,103 @@ final class OnnxInstance implements ModelInstance {
         RunOptions options;
         try {
             options = new RunOptions();
+            try {
+                for (Map.Entry<String, String> e : model.settings().runConfigEntries().entrySet()) {
+                    options.addRunConfigEntry(e.getKey(), e.getValue());
+                }
+            } catch (OrtException | RuntimeException e) {
+                options.close();
+                throw e;
+            }
         } catch (OrtException | RuntimeException e) {
             OnnxModel.closeSession(session, where);
             throw e;
         }
         this.runOptions = options;
+        Map<String, ShapeRule> rules;
+        try {
+            rules = ShapeRule.of(config, session);
+        } catch (OrtException | RuntimeException e) {
+            options.close();
+            OnnxModel.closeSession(session, where);
+            throw e;
+        }
+        this.presized = rules;
+    }
+
+    /**
+     * How an output's shape follows from the inputs': each dimension is fixed in the model, or a
+     * symbolic dimension (such as {@code batch} or {@code sequence}) that an input has too.
+     *
+     * @param fixed the size of each dimension, or -1 where it comes from an input
+     * @param input the input's name for a dimension from an input
+     * @param inputDim the dimension of that input
+     */
+    record ShapeRule(long[] fixed, String[] input, int[] inputDim) {
+        static Map<String, ShapeRule> of(ModelConfig config, OrtSession session) throws OrtException {
+            Map<String, String[]> inputDims = new java.util.HashMap<>();
+            for (var e : session.getInputInfo().entrySet()) {
+                if (e.getValue().getInfo() instanceof TensorInfo ti) {
+                    inputDims.put(e.getKey(), ti.getDimensionNames());
+                }
+            }
+            Map<String, ShapeRule> rules = new java.util.HashMap<>();
+            var outputs = session.getOutputInfo();
+            outer:
+            for (TensorConfig out : config.outputs()) {
+                if (out.dataType() == DataType.BYTES || !OrtTypes.canCreate(out.dataType()) || !outputs.containsKey(out.name())
+                        || !(outputs.get(out.name()).getInfo() instanceof TensorInfo ti)) {
+                    continue;
+                }
+                long[] shape = ti.getShape();
+                String[] names = ti.getDimensionNames();
+                String[] input = new String[shape.length];
+                int[] inputDim = new int[shape.length];
+                for (int d = 0; d < shape.length; d++) {
+                    if (shape[d] >= 0) {
+                        continue;
+                    }
+                    String name = d < names.length ? names[d] : "";
+                    if (name == null || name.isEmpty()) {
+                        continue outer;
+                    }
+                    boolean found = false;
+                    for (var in : inputDims.entrySet()) {
+                        String[] dims = in.getValue();
+                        for (int k = 0; k < dims.length && !found; k++) {
+                            if (name.equals(dims[k])) {
+                                input[d] = in.getKey();
+                                inputDim[d] = k;
+                                found = true;
+                            }
+                        }
+                        if (found) {
+                            break;
+                        }
+                    }
+                    if (!found) {
+                        continue outer;
+                    }
+                }
+                rules.put(out.name(), new ShapeRule(shape, input, inputDim));
+            }
+            return Map.copyOf(rules);
+        }
+
+        /** The output's shape for these feeds, or null where an input it needs is absent. */
+        long @org.jspecify.annotations.Nullable [] shape(Map<String, long[]> feedShapes) {
+            long[] s = fixed.clone();
+            for (int d = 0; d < s.length; d++) {
+                if (s[d] < 0) {
+                    long[] in = feedShapes.get(input[d]);
+                    if (in == null || inputDim[d] >= in.length) {
+                        return null;
+                    }
+                    s[d] = in[inputDim[d]];
+                }
+            }
+            return s;
+        }
     }
 
     @Override
@@ -165,6 +261,8 @@ final class OnnxInstance implements ModelInstance {
             rows += item.rows;
         }
         Map<String, OnnxTensor> feeds = new LinkedHashMap<>();
+        Map<String, OnnxTensor> pinned = new LinkedHashMap<>();
+        Map<String, MemorySegment> pinnedMemory = new java.util.HashMap<>();
         try (Arena arena = Arena.ofConfined()) {
             try {
                 for (int k = 0; k < config.inputs().size(); k++) {
@@ -180,14 +278,32 @@ final class OnnxInstance implements ModelInstance {
                 for (int i = 0; i < group.size(); i++) {
                     answers.add(new ArrayList<>());
                 }
-                try (OrtSession.Result result = session.run(feeds, wanted, runOptions)) {
+                presize(feeds, wanted, pinned, pinnedMemory);
+                OrtSession.Result run;
+                try {
+                    run = runPinned(feeds, wanted, pinned);
+                } catch (OrtException e) {
+                    if (pinned.isEmpty()) {
+                        throw e;
+                    }
+                    // ORT computed another shape than the model declares for a pre-sized output; if the plain run
+                    // succeeds, that was the cause: this instance stops pre-sizing outputs.
+                    closeAll(pinned);
+                    pinnedMemory.clear();
+                    run = session.run(feeds, wanted, runOptions);
+                    presizeOutputs = false;
+                    LOG.info("{}: ONNX Runtime refused pre-sized outputs ({}); outputs are copied out of its memory from now on", where,
+                            e.getMessage());
+                }
+                try (OrtSession.Result result = run) {
                     for (TensorConfig out : config.outputs()) {
                         if (!wanted.contains(out.name())) {
                             continue;
                         }
-                        OnnxValue value = result.get(out.name()).orElseThrow(() -> BackplaneException.internal(where
-                                + ": ONNX Runtime returned no output '" + out.name() + "'"));
-                        List<Tensor> parts = split(out, value, group, rows);
+                        MemorySegment memory = pinnedMemory.get(out.name());
+                        OnnxValue value = memory != null ? pinned.get(out.name()) : result.get(out.name()).orElseThrow(
+                                () -> BackplaneException.internal(where + ": ONNX Runtime returned no output '" + out.name() + "'"));
+                        List<Tensor> parts = split(out, value, memory, group, rows);
                         for (int i = 0; i < group.size(); i++) {
                             if (group.get(i).outputs.contains(out.name())) {
                                 answers.get(i).add(parts.get(i));
@@ -199,11 +315,59 @@ final class OnnxInstance implements ModelInstance {
                     end(group.get(i).request, InferenceResponse.of(answers.get(i)));
                 }
             } finally {
-                for (OnnxTensor t : feeds.values()) {
-                    t.close();
-                }
+                closeAll(feeds);
+                closeAll(pinned);
             }
         }
+    }
+
+    private static void closeAll(Map<String, OnnxTensor> tensors) {
+        for (OnnxTensor t : tensors.values()) {
+            t.close();
+        }
+        tensors.clear();
+    }
+
+    /**
+     * Output tensors ORT fills in place: for every wanted output whose shape follows from the
+     * feeds' (see {@link ShapeRule}), native memory of that size that the responses then hold (the
+     * garbage collector frees it with the last response that references it).
+     */
+    private void presize(Map<String, OnnxTensor> feeds, Set<String> wanted, Map<String, OnnxTensor> pinned, Map<String, MemorySegment> memory)
+            throws OrtException {
+        if (!presizeOutputs || presized.isEmpty()) {
+            return;
+        }
+        Map<String, long[]> shapes = new java.util.HashMap<>();
+        for (var e : feeds.entrySet()) {
+            shapes.put(e.getKey(), e.getValue().getInfo().getShape());
+        }
+        for (TensorConfig out : config.outputs()) {
+            ShapeRule rule = presized.get(out.name());
+            if (rule == null || !wanted.contains(out.name())) {
+                continue;
+            }
+            long[] shape = rule.shape(shapes);
+            if (shape == null) {
+                continue;
+            }
+            long bytes = Tensor.elementCount(out.name(), shape) * out.dataType().byteSize();
+            if (bytes <= 0 || bytes > Integer.MAX_VALUE - 64) {
+                continue;
+            }
+            MemorySegment m = Arena.ofAuto().allocate(bytes, 64);
+            pinned.put(out.name(), OrtTypes.create(Ort.environment(), m.asByteBuffer().order(ByteOrder.nativeOrder()), shape, out.dataType()));
+            memory.put(out.name(), m);
+        }
+    }
+
+    private OrtSession.Result runPinned(Map<String, OnnxTensor> feeds, Set<String> wanted, Map<String, OnnxTensor> pinned) throws OrtException {
+        if (pinned.isEmpty()) {
+            return session.run(feeds, wanted, runOptions);
+        }
+        Set<String> rest = new LinkedHashSet<>(wanted);
+        rest.removeAll(pinned.keySet());
+        return session.run(feeds, rest, pinned, runOptions);
     }
 
     /** One ORT input tensor holding input {@code k} of every request in the group, rows in request order. */
@@ -246,7 +410,8 @@ final class OnnxInstance implements ModelInstance {
     }
 
     /** Output {@code out} cut back into one tensor per request of the group. */
-    private List<Tensor> split(TensorConfig out, OnnxValue value, List<Item> group, int rows) throws OrtException {
+    private List<Tensor> split(TensorConfig out, OnnxValue value, @org.jspecify.annotations.Nullable MemorySegment presizedMemory, List<Item> group,
+            int rows) throws OrtException {
         if (!(value instanceof OnnxTensor tensor)) {
             throw new BackplaneException(ErrorCode.UNSUPPORTED, where + ": output '" + out.name() + "' is a " + value.getType()
                     + ", not a tensor");
@@ -280,8 +445,13 @@ final class OnnxInstance implements ModelInstance {
             }
             return parts;
         }
-        ByteBuffer copy = tensor.getByteBuffer(); // the one copy: ORT's memory is freed when the result closes
-        MemorySegment all = MemorySegment.ofArray(copy.array());
+        MemorySegment all;
+        if (presizedMemory != null) {
+            all = presizedMemory; // ORT wrote the output here: no copy
+        } else {
+            ByteBuffer copy = tensor.getByteBuffer(); // the one copy: ORT's memory is freed when the result closes
+            all = MemorySegment.ofArray(copy.array());
+        }
         long rowBytes = perRow * type.byteSize();
         long offset = 0;
         for (Item item : group) {

@@ -41,6 +41,11 @@ final class OnnxModel implements Model {
         this.spare = new AtomicReference<>(requireNonNull(first, "first is null"));
     }
 
+    /** The session settings every instance of this model opens with. */
+    SessionSettings settings() {
+        return settings;
+    }
+
     /** The effective (checked, completed) configuration. */
     ModelConfig config() {
         return config;

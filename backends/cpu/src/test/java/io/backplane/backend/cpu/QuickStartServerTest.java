@@ -290,7 +290,9 @@ class QuickStartServerTest {
         try (Served s = serve(); HttpClient client = HttpClient.newHttpClient()) {
             String http = base(s.http());
             JsonNode before = JSON.readTree(get(client, http + "/v2/models/densenet_cached/stats").body()).get("model_stats").get(0);
-            assertEquals(3, before.get("execution_count").asLong(), "the three warm-up requests (zeros, red twice) ran before the model was ready");
+            // The three warm-up requests (zeros, red twice) ran before the model was ready (a failing one fails the load), but
+            // nothing of a warm-up reaches statistics, metrics or the response cache (issue 27): the first green is a miss.
+            assertEquals(0, before.get("execution_count").asLong(), "warm-up requests are not counted");
 
             byte[] green = channelImage(3, 224 * 224, 1, 0.25f);
             String body = restBody("data_0", new long[] {3, 224, 224}, green, "fc6_1", 1);
@@ -301,7 +303,7 @@ class QuickStartServerTest {
             }
 
             JsonNode stats = JSON.readTree(get(client, http + "/v2/models/densenet_cached/stats").body()).get("model_stats").get(0);
-            assertEquals(4, stats.get("execution_count").asLong(), "one execution for three identical requests");
+            assertEquals(1, stats.get("execution_count").asLong(), "one execution for three identical requests");
             JsonNode inference = stats.get("inference_stats");
             assertEquals(2, inference.get("cache_hit").get("count").asLong(), inference.toString());
             assertTrue(inference.get("cache_miss").get("count").asLong() >= 1, inference.toString());

@@ -94,6 +94,27 @@ public interface CudaDriver {
     /** {@code cuMemcpyDtoDAsync_v2}. */
     void memcpyDtoDAsync(long dst, long src, long bytes, long stream);
 
+    /** {@code cuMemcpyHtoD_v2}: a synchronous copy from native host memory to the device. */
+    void memcpyHtoD(long dst, MemorySegment src, long bytes);
+
+    /** {@code cuMemcpyDtoH_v2}: a synchronous copy from the device into native host memory. */
+    void memcpyDtoH(MemorySegment dst, long src, long bytes);
+
+    /** Bytes of a {@code CUipcMemHandle} ({@code cudaIpcMemHandle_t}): {@code CU_IPC_HANDLE_SIZE}. */
+    int IPC_HANDLE_BYTES = 64;
+
+    /**
+     * {@code cuIpcOpenMemHandle_v2} with {@code CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS}: maps another
+     * process's allocation into the current context and returns its device pointer. Each pointer
+     * opened must be closed exactly once ({@link #ipcCloseMemHandle}).
+     *
+     * @param handle the {@link #IPC_HANDLE_BYTES} bytes of the exporting process's handle
+     */
+    long ipcOpenMemHandle(byte[] handle);
+
+    /** {@code cuIpcCloseMemHandle}: unmaps a pointer from {@link #ipcOpenMemHandle}. */
+    void ipcCloseMemHandle(long devicePointer);
+
     /** {@code cuMemGetInfo_v2}: free and total bytes of the current context's device. */
     MemInfo memGetInfo();
 

@@ -33,6 +33,10 @@ final class FfmCudaDriver implements CudaDriver {
     private static final FunctionDescriptor RESULT_LONG = FunctionDescriptor.of(JAVA_INT, JAVA_LONG);
     private static final FunctionDescriptor RESULT_PTR_INT = FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT);
     private static final FunctionDescriptor RESULT_PTR_LONG = FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG);
+    /** {@code CUipcMemHandle}: {@code struct { char reserved[64]; }}. */
+    static final java.lang.foreign.StructLayout IPC_HANDLE = java.lang.foreign.MemoryLayout.structLayout(
+            java.lang.foreign.MemoryLayout.sequenceLayout(IPC_HANDLE_BYTES, JAVA_BYTE));
+    private static final int CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1;
 
     /**
      * Every driver function this backend calls: the ABI symbol (the {@code _v2} names that
@@ -68,6 +72,11 @@ final class FfmCudaDriver implements CudaDriver {
         m.put("cuMemcpyDtoHAsync_v2", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_LONG, ADDRESS));
         m.put("cuMemcpyDtoDAsync_v2", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, ADDRESS));
         m.put("cuMemGetInfo_v2", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS));
+        m.put("cuMemcpyHtoD_v2", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, ADDRESS, JAVA_LONG));
+        m.put("cuMemcpyDtoH_v2", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_LONG));
+        // CUipcMemHandle is a struct of 64 chars, passed by value.
+        m.put("cuIpcOpenMemHandle_v2", FunctionDescriptor.of(JAVA_INT, ADDRESS, IPC_HANDLE, JAVA_INT));
+        m.put("cuIpcCloseMemHandle", RESULT_LONG);
         m.put("cuModuleLoadDataEx", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_INT, ADDRESS, ADDRESS));
         m.put("cuModuleUnload", RESULT_PTR);
         m.put("cuModuleGetFunction", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
@@ -108,6 +117,10 @@ final class FfmCudaDriver implements CudaDriver {
     private final MethodHandle memcpyDtoHAsync;
     private final MethodHandle memcpyDtoDAsync;
     private final MethodHandle memGetInfo;
+    private final MethodHandle memcpyHtoD;
+    private final MethodHandle memcpyDtoH;
+    private final MethodHandle ipcOpenMemHandle;
+    private final MethodHandle ipcCloseMemHandle;
     private final MethodHandle moduleLoadDataEx;
     private final MethodHandle moduleUnload;
     private final MethodHandle moduleGetFunction;
@@ -140,6 +153,10 @@ final class FfmCudaDriver implements CudaDriver {
         memcpyDtoHAsync = h.get("cuMemcpyDtoHAsync_v2");
         memcpyDtoDAsync = h.get("cuMemcpyDtoDAsync_v2");
         memGetInfo = h.get("cuMemGetInfo_v2");
+        memcpyHtoD = h.get("cuMemcpyHtoD_v2");
+        memcpyDtoH = h.get("cuMemcpyDtoH_v2");
+        ipcOpenMemHandle = h.get("cuIpcOpenMemHandle_v2");
+        ipcCloseMemHandle = h.get("cuIpcCloseMemHandle");
         moduleLoadDataEx = h.get("cuModuleLoadDataEx");
         moduleUnload = h.get("cuModuleUnload");
         moduleGetFunction = h.get("cuModuleGetFunction");
@@ -386,6 +403,51 @@ final class FfmCudaDriver implements CudaDriver {
         requireNative(dst, bytes, "cuMemcpyDtoHAsync_v2 destination");
         try {
             check("cuMemcpyDtoHAsync_v2", (int) memcpyDtoHAsync.invokeExact(dst, src, bytes, MemorySegment.ofAddress(stream)));
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    @Override
+    public void memcpyHtoD(long dst, MemorySegment src, long bytes) {
+        requireNative(src, bytes, "cuMemcpyHtoD_v2 source");
+        try {
+            check("cuMemcpyHtoD_v2", (int) memcpyHtoD.invokeExact(dst, src, bytes));
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    @Override
+    public void memcpyDtoH(MemorySegment dst, long src, long bytes) {
+        requireNative(dst, bytes, "cuMemcpyDtoH_v2 destination");
+        try {
+            check("cuMemcpyDtoH_v2", (int) memcpyDtoH.invokeExact(dst, src, bytes));
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    @Override
+    public long ipcOpenMemHandle(byte[] handle) {
+        if (handle.length != IPC_HANDLE_BYTES) {
+            throw new IllegalArgumentException("a CUDA IPC handle is " + IPC_HANDLE_BYTES + " bytes, not " + handle.length);
+        }
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment out = a.allocate(JAVA_LONG);
+            MemorySegment h = a.allocate(IPC_HANDLE);
+            MemorySegment.copy(handle, 0, h, JAVA_BYTE, 0, IPC_HANDLE_BYTES);
+            check("cuIpcOpenMemHandle_v2", (int) ipcOpenMemHandle.invokeExact(out, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+            return out.get(JAVA_LONG, 0);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    @Override
+    public void ipcCloseMemHandle(long devicePointer) {
+        try {
+            check("cuIpcCloseMemHandle", (int) ipcCloseMemHandle.invokeExact(devicePointer));
         } catch (Throwable t) {
             throw rethrow(t);
         }

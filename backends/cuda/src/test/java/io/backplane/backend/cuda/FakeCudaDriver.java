@@ -353,6 +353,82 @@ final class FakeCudaDriver implements CudaDriver, AutoCloseable {
     }
 
     @Override
+    public synchronized void memcpyHtoD(long dst, MemorySegment src, long bytes) {
+        contextual("cuMemcpyHtoD_v2");
+        MemorySegment.copy(src, 0, deviceMemory(dst, bytes), 0, bytes);
+    }
+
+    @Override
+    public synchronized void memcpyDtoH(MemorySegment dst, long src, long bytes) {
+        contextual("cuMemcpyDtoH_v2");
+        MemorySegment.copy(deviceMemory(src, bytes), 0, dst, 0, bytes);
+    }
+
+    /**
+     * Exports device allocation {@code pointer} as another process would with
+     * {@code cuIpcGetMemHandle}: 64 bytes that {@link #ipcOpenMemHandle} maps back to it.
+     */
+    synchronized byte[] exportHandle(long pointer) {
+        if (!device.containsKey(pointer)) {
+            throw CudaErrors.exception("cuIpcGetMemHandle", 1);
+        }
+        byte[] h = new byte[IPC_HANDLE_BYTES];
+        java.nio.ByteBuffer.wrap(h).putLong(IPC_MAGIC).putLong(pointer);
+        return h;
+    }
+
+    private static final long IPC_MAGIC = 0x4241_434B_5049_5043L;
+    /** Opened IPC mappings: the pointer handed out, to its count of opens not yet closed. */
+    private final Map<Long, Long> ipcOpen = new HashMap<>();
+    private int ipcOpens;
+    private int ipcCloses;
+
+    @Override
+    public synchronized long ipcOpenMemHandle(byte[] handle) {
+        contextual("cuIpcOpenMemHandle_v2");
+        java.nio.ByteBuffer b = java.nio.ByteBuffer.wrap(handle);
+        if (handle.length != IPC_HANDLE_BYTES || b.getLong() != IPC_MAGIC) {
+            throw CudaErrors.exception("cuIpcOpenMemHandle_v2", 1); // CUDA_ERROR_INVALID_VALUE
+        }
+        long target = b.getLong();
+        if (!device.containsKey(target)) {
+            throw CudaErrors.exception("cuIpcOpenMemHandle_v2", 400); // CUDA_ERROR_INVALID_HANDLE
+        }
+        // A handle opened again in the same context: the driver counts the opens and returns the same pointer.
+        ipcOpen.merge(target, 1L, Long::sum);
+        ipcOpens++;
+        return target;
+    }
+
+    @Override
+    public synchronized void ipcCloseMemHandle(long pointer) {
+        contextual("cuIpcCloseMemHandle");
+        Long n = ipcOpen.get(pointer);
+        if (n == null) {
+            throw CudaErrors.exception("cuIpcCloseMemHandle", 400); // closed twice, or never opened
+        }
+        if (n == 1) {
+            ipcOpen.remove(pointer);
+        } else {
+            ipcOpen.put(pointer, n - 1);
+        }
+        ipcCloses++;
+    }
+
+    /** IPC mappings open now. */
+    synchronized int liveIpcMappings() {
+        return ipcOpen.values().stream().mapToInt(Long::intValue).sum();
+    }
+
+    synchronized int ipcOpens() {
+        return ipcOpens;
+    }
+
+    synchronized int ipcCloses() {
+        return ipcCloses;
+    }
+
+    @Override
     public synchronized void memcpyDtoDAsync(long dst, long src, long bytes, long stream) {
         contextual("cuMemcpyDtoDAsync_v2");
         MemorySegment.copy(deviceMemory(src, bytes), 0, deviceMemory(dst, bytes), 0, bytes);

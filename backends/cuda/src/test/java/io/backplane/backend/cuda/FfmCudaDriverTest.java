@@ -1,10 +1,12 @@
 package io.backplane.backend.cuda;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 import static java.lang.foreign.ValueLayout.JAVA_DOUBLE;
 import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -113,6 +115,23 @@ class FfmCudaDriverTest {
         return pointer == 0xBADL ? 1 : 0;
     }
 
+    static volatile byte[] lastIpcHandle;
+    static volatile int lastIpcFlags;
+    static volatile long lastIpcClosed;
+
+    /** Receives the handle struct by value, as the ABI passes it, and answers a pointer made from its first bytes. */
+    static int cuIpcOpenMemHandle(MemorySegment out, MemorySegment handle, int flags) {
+        lastIpcHandle = handle.toArray(JAVA_BYTE);
+        lastIpcFlags = flags;
+        out.reinterpret(8).set(JAVA_LONG, 0, 0xE000_0000L + (handle.get(JAVA_BYTE, 0) & 0xff));
+        return handle.get(JAVA_BYTE, 1) == 0x7f ? 400 : 0;
+    }
+
+    static int cuIpcCloseMemHandle(long pointer) {
+        lastIpcClosed = pointer;
+        return 0;
+    }
+
     static int cuMemGetInfo(MemorySegment free, MemorySegment total) {
         free.reinterpret(8).set(JAVA_LONG, 0, 100L << 30);
         total.reinterpret(8).set(JAVA_LONG, 0, 141L << 30);
@@ -158,7 +177,7 @@ class FfmCudaDriverTest {
             String symbol = e.getKey();
             String api = symbol.replace("_v2", "");
             if (!symbol.equals(api)) {
-                assertTrue(Pattern.compile("#define\\s+" + api + "\\s+(__CUDA_API_PTSZ\\()?" + symbol + "\\b").matcher(header).find(),
+                assertTrue(Pattern.compile("#define\\s+" + api + "\\s+(__CUDA_API_PT(SZ|DS)\\()?" + symbol + "\\b").matcher(header).find(),
                         () -> "cuda.h does not map " + api + " to " + symbol);
             }
             Matcher m = Pattern.compile("CUresult CUDAAPI " + api + "\\(([^)]*)\\)").matcher(header);
@@ -177,6 +196,9 @@ class FfmCudaDriverTest {
     }
 
     private static MemoryLayout layoutOf(String param) {
+        if (param.startsWith("CUipcMemHandle ")) {
+            return FfmCudaDriver.IPC_HANDLE;
+        }
         if (param.contains("*")) {
             return ADDRESS;
         }
@@ -237,6 +259,23 @@ class FfmCudaDriverTest {
         driver.launchKernel(0xF00L, 40, 256, 0x5700L, List.of(new KernelArg.Int32(7), new KernelArg.Float32(2.5f),
                 new KernelArg.Pointer(0x1234_5678L), new KernelArg.Int64(1L << 40), new KernelArg.Float64(0.25)));
         assertEquals(List.of(0xF00L, 40, 1, 1, 256, 1, 1, 0, 0x5700L, 0L, 7, 2.5f, 0x1234_5678L, 1L << 40, 0.25), LAUNCH);
+    }
+
+    @Test
+    void ipcOpen_passesThe64ByteHandleByValue_andTheLazyPeerFlag() {
+        byte[] h = new byte[CudaDriver.IPC_HANDLE_BYTES];
+        for (int i = 0; i < h.length; i++) {
+            h[i] = (byte) (i + 3);
+        }
+        assertEquals(0xE000_0003L, driver.ipcOpenMemHandle(h));
+        assertArrayEquals(h, lastIpcHandle);
+        assertEquals(1, lastIpcFlags);
+        driver.ipcCloseMemHandle(0xE000_0003L);
+        assertEquals(0xE000_0003L, lastIpcClosed);
+        h[1] = 0x7f;
+        CudaException e = assertThrows(CudaException.class, () -> driver.ipcOpenMemHandle(h));
+        assertTrue(e.getMessage().contains("cuIpcOpenMemHandle_v2"), e.getMessage());
+        assertThrows(IllegalArgumentException.class, () -> driver.ipcOpenMemHandle(new byte[63]));
     }
 
     @Test
