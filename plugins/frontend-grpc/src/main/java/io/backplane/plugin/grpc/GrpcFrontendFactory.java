@@ -24,6 +24,6 @@ public final class GrpcFrontendFactory implements FrontendFactory {
     @Override
     public Frontend create(FrontendContext context) {
         return new GrpcFrontend(context.service(), GrpcOptions.parse(context.options()), context.logControl(),
-                context.shared(io.backplane.protocol.SystemSharedMemory.class, io.backplane.protocol.SystemSharedMemory::new), context.tracer());
+                context.shared(io.backplane.protocol.SystemSharedMemory.class, () -> new io.backplane.protocol.SystemSharedMemory(context.deviceSharedMemory())), context.tracer());
     }
 }

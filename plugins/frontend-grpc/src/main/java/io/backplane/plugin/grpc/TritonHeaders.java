@@ -15,14 +15,14 @@ import io.grpc.ServerInterceptor;
  */
 final class TritonHeaders implements ServerInterceptor {
     /** Whether the call asked for errors as a gRPC status ({@code triton_grpc_error: true}, exactly as Triton compares it). */
-    static final Context.Key<Boolean> GRPC_ERROR = Context.keyWithDefault(GrpcInferenceService.GRPC_ERROR_HEADER, false);
+    static final Context.Key<Boolean> GRPC_ERROR = Context.keyWithDefault(GrpcCalls.GRPC_ERROR_HEADER, false);
 
     /** The W3C {@code traceparent} the call carries (trace extension), or null. */
     static final Context.Key<String> TRACEPARENT = Context.key("traceparent");
 
     private static final Metadata.Key<String> TRACEPARENT_KEY = Metadata.Key.of("traceparent", Metadata.ASCII_STRING_MARSHALLER);
 
-    private static final Metadata.Key<String> GRPC_ERROR_KEY = Metadata.Key.of(GrpcInferenceService.GRPC_ERROR_HEADER,
+    private static final Metadata.Key<String> GRPC_ERROR_KEY = Metadata.Key.of(GrpcCalls.GRPC_ERROR_HEADER,
             Metadata.ASCII_STRING_MARSHALLER);
 
     @Override

@@ -61,7 +61,7 @@ final class BodyAdmission extends ChannelDuplexHandler {
             return;
         }
         if (msg instanceof HttpRequest req) {
-            boolean binary = req.headers().contains(RestHandler.HEADER_LENGTH);
+            boolean binary = req.headers().contains(InferCodec.HEADER_LENGTH);
             long limit = binary ? binaryLimit : jsonLimit;
             long length = HttpUtil.getContentLength(req, -1L);
             String what = req.method() + " " + shorten(req.uri());

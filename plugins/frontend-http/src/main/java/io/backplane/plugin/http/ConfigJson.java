@@ -23,7 +23,7 @@ final class ConfigJson {
     }
 
     static ByteBuf write(ModelConfig c) {
-        return RestHandler.write(g -> {
+        return Json.write(g -> {
             g.writeStartObject();
             g.writeStringField("name", c.name());
             g.writeStringField("platform", c.platform());

@@ -55,7 +55,7 @@ final class HttpFrontend implements Frontend {
     private @Nullable Channel serverChannel;
     private volatile String endpoint = "";
     private final ConnectionGuard.Limiter limiter;
-    private @Nullable RestHandler handler;
+    private final OpenReplies replies = new OpenReplies(inFlight);
     static final int MAX_HEADER_BYTES = 64 * 1024;
 
     private final @Nullable LogControl logs;
@@ -99,8 +99,7 @@ final class HttpFrontend implements Frontend {
             t.setDaemon(true);
             return t;
         });
-        RestHandler handler = new RestHandler(service, admin, inFlight, shm, options.restricted(), logs, tracer);
-        this.handler = handler;
+        RestRouter router = new RestRouter(service, admin, replies, shm, options.restricted(), logs, tracer);
         try {
             SslContext ssl = options.sslCert() == null ? null
                     : SslContextBuilder.forServer(requireNonNull(options.sslCert()).toFile(), requireNonNull(options.sslKey()).toFile()).build();
@@ -121,7 +120,7 @@ final class HttpFrontend implements Frontend {
                                     .addLast("admission", new BodyAdmission(service, guard, options.maxBodyBytes(), options.maxBinaryBodyBytes()))
                                     .addLast("aggregator", new LimitedAggregator(Math.max(options.maxBodyBytes(), options.maxBinaryBodyBytes())))
                                     .addLast("order", new PipelineOrder(guard, options.maxPipelined()))
-                                    .addLast("rest", handler);
+                                    .addLast("rest", router);
                         }
                     });
             serverChannel = b.bind(new InetSocketAddress(options.host(), options.port())).sync().channel();
@@ -157,16 +156,13 @@ final class HttpFrontend implements Frontend {
         if (previous == State.CLOSED) {
             return;
         }
-        RestHandler h = handler;
-        if (h != null) {
-            h.drain();
-        }
+        replies.drain();
         Channel c = serverChannel;
         if (c != null) {
             c.close().syncUninterruptibly();
         }
-        if (h != null && !h.awaitIdle(options.drainMillis())) {
-            int n = h.failOpen("the server is shutting down and the request did not finish within the exit timeout");
+        if (!replies.awaitIdle(options.drainMillis())) {
+            int n = replies.failOpen("the server is shutting down and the request did not finish within the exit timeout");
             log.warn("http frontend: {} request(s) still open after {} ms answered 503", n, options.drainMillis());
         }
         ExecutorService a = admin;

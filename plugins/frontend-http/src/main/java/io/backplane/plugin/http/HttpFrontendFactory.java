@@ -24,6 +24,6 @@ public final class HttpFrontendFactory implements FrontendFactory {
     @Override
     public Frontend create(FrontendContext context) {
         return new HttpFrontend(context.service(), FrontendOptions.parse(context.options()), context.logControl(),
-                context.shared(io.backplane.protocol.SystemSharedMemory.class, io.backplane.protocol.SystemSharedMemory::new), context.tracer());
+                context.shared(io.backplane.protocol.SystemSharedMemory.class, () -> new io.backplane.protocol.SystemSharedMemory(context.deviceSharedMemory())), context.tracer());
     }
 }

@@ -31,6 +31,8 @@ import java.util.Map;
  * request parameter {@code binary_data_output=true}) come back the same way.
  */
 final class InferCodec {
+    /** The binary tensor extension's header: how many leading body bytes are the JSON header. */
+    static final io.netty.util.AsciiString HEADER_LENGTH = io.netty.util.AsciiString.cached("Inference-Header-Content-Length");
     /** Request parameters the frontend consumes rather than forwarding to the model. */
     private static final java.util.Set<String> RESERVED = java.util.Set.of("binary_data_output", "priority", "timeout", "sequence_id",
             "sequence_start", "sequence_end");

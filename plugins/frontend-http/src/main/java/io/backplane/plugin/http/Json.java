@@ -1,10 +1,15 @@
 package io.backplane.plugin.http;
 
 import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 
-/** Shared, thread-safe Jackson objects. */
+/** Shared, thread-safe Jackson objects, and the one way a handler writes a JSON body. */
 final class Json {
     static final JsonFactory FACTORY = JsonFactory.builder()
             .streamReadConstraints(StreamReadConstraints.builder().maxStringLength(Integer.MAX_VALUE).build()).build();
@@ -14,8 +19,26 @@ final class Json {
     }
 
     /** A generator appending UTF-8 JSON to {@code buf}. */
-    static com.fasterxml.jackson.core.JsonGenerator generator(io.netty.buffer.ByteBuf buf) throws java.io.IOException {
+    static JsonGenerator generator(ByteBuf buf) throws IOException {
         java.io.OutputStream out = new io.netty.buffer.ByteBufOutputStream(buf);
         return FACTORY.createGenerator(out);
+    }
+
+    /** Writes one JSON value to a generator. */
+    @FunctionalInterface
+    interface JsonWriter {
+        void write(JsonGenerator g) throws IOException;
+    }
+
+    /** A fresh buffer holding what {@code w} writes; released if writing fails with an I/O error. */
+    static ByteBuf write(JsonWriter w) {
+        ByteBuf buf = Unpooled.buffer(256);
+        try (JsonGenerator g = generator(buf)) {
+            w.write(g);
+        } catch (IOException e) {
+            buf.release();
+            throw new UncheckedIOException(e);
+        }
+        return buf;
     }
 }

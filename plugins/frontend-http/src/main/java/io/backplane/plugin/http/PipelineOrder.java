@@ -13,7 +13,7 @@ import java.util.Queue;
 
 /**
  * Answers pipelined requests in order (RFC 9112 section 9.3.2): one request per connection is
- * handed to the {@link RestHandler} at a time; the next waits until the reply to the previous one
+ * handed to the {@link RestRouter} at a time; the next waits until the reply to the previous one
  * has been written to its end ({@code LastHttpContent}). While more than {@code maxQueued}
  * requests wait, the connection stops reading, so a pipelining client cannot queue without bound.
  * A {@link BadRequest} from {@link FramingGuard} is answered 400 in its turn, then the connection
