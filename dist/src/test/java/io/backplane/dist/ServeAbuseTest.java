@@ -146,6 +146,9 @@ class ServeAbuseTest {
             List<String> cmd = new ArrayList<>(List.of("setsid", LAUNCHER.toString(), "serve", "--model-repository", repository().toString(),
                     "--model-control-mode", "explicit", "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0",
                     "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1", "--metrics-address", "127.0.0.1", "--exit-timeout-secs", "3",
+                    // the models sleep on purpose (30 s a request): no built-in warm-up, whose first request
+                    // would delay the start and leave the "execute" mark that the Ctrl-C item waits for
+                    "--builtin-warmup=false",
                     "--frontend-config", "http,max_connections=128", "--frontend-config", "http,header_timeout_ms=3000"));
             for (String m : models) {
                 cmd.add("--load-model");

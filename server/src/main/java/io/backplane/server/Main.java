@@ -58,6 +58,7 @@ public final class Main implements Runnable {
         CommandLine cl = new CommandLine(new Main());
         cl.addSubcommand("serve", new ServeCommand(workingDirectory, home, customize, onStarted));
         cl.addSubcommand("bench", new BenchCommand(BenchCommand.BENCH_CLASS));
+        cl.addSubcommand("aot-train", new AotTrainCommand(workingDirectory, home, customize));
         cl.setCaseInsensitiveEnumValuesAllowed(true);
         cl.setExecutionExceptionHandler(new Failures());
         cl.setParameterExceptionHandler(Main::badOptions);

@@ -16,12 +16,15 @@ import io.opentelemetry.context.propagation.TextMapGetter;
 import io.opentelemetry.exporter.logging.LoggingSpanExporter;
 import io.opentelemetry.exporter.otlp.http.trace.OtlpHttpSpanExporter;
 import io.opentelemetry.sdk.common.Clock;
+import io.opentelemetry.sdk.common.CompletableResultCode;
 import io.opentelemetry.sdk.resources.Resource;
 import io.opentelemetry.sdk.trace.SdkTracerProvider;
 import io.opentelemetry.sdk.trace.SpanProcessor;
+import io.opentelemetry.sdk.trace.data.SpanData;
 import io.opentelemetry.sdk.trace.export.BatchSpanProcessor;
 import io.opentelemetry.sdk.trace.export.SpanExporter;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -30,6 +33,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -149,8 +153,64 @@ final class OtelTracer implements RequestTracer, AutoCloseable {
                 settings.computeIfAbsent(setting, k -> new ArrayList<>()).add(value);
             }
         }
-        SpanExporter e = exporter.equals("logging") ? LoggingSpanExporter.create() : OtlpHttpSpanExporter.builder().setEndpoint(url).build();
+        SpanExporter e;
+        if (exporter.equals("logging")) {
+            e = LoggingSpanExporter.create();
+        } else {
+            var otlp = OtlpHttpSpanExporter.builder().setEndpoint(url); // a bad url fails here, at once
+            e = new LazyExporter(otlp::build);
+        }
         return new OtelTracer(BatchSpanProcessor.builder(e).build(), settings);
+    }
+
+    /**
+     * An exporter made at its first export: the OTLP/HTTP exporter builds an HTTP client with its TLS
+     * context (about 0.1 s of the server's start, on the main thread), and most servers never trace
+     * (the level is OFF until a client or {@code --trace-config} turns it on).
+     */
+    static final class LazyExporter implements SpanExporter {
+        private final Supplier<? extends SpanExporter> make;
+        private volatile @Nullable SpanExporter made;
+        private boolean shutDown;
+
+        LazyExporter(Supplier<? extends SpanExporter> make) {
+            this.make = make;
+        }
+
+        /** The exporter, made now if it was not yet; null once shut down without having been made. */
+        synchronized @Nullable SpanExporter exporter(boolean make) {
+            if (made == null && make && !shutDown) {
+                made = this.make.get();
+            }
+            return made;
+        }
+
+        /** Whether the exporter was made (tests). */
+        boolean made() {
+            return made != null;
+        }
+
+        @Override
+        public CompletableResultCode export(Collection<SpanData> spans) {
+            SpanExporter x = exporter(true);
+            return x == null ? CompletableResultCode.ofFailure() : x.export(spans);
+        }
+
+        @Override
+        public CompletableResultCode flush() {
+            SpanExporter x = exporter(false);
+            return x == null ? CompletableResultCode.ofSuccess() : x.flush();
+        }
+
+        @Override
+        public CompletableResultCode shutdown() {
+            SpanExporter x;
+            synchronized (this) {
+                shutDown = true;
+                x = made;
+            }
+            return x == null ? CompletableResultCode.ofSuccess() : x.shutdown();
+        }
     }
 
     @Override

@@ -95,6 +95,16 @@ final class ServeCommand implements Callable<Integer> {
             description = "Start the 'metrics' frontend (default: ${DEFAULT-VALUE}).")
     boolean allowMetrics;
 
+    @Option(names = "--strict-readiness", paramLabel = "<bool>", arity = "0..1", defaultValue = "true", fallbackValue = "true",
+            description = "Report the server ready (/v2/health/ready, gRPC ServerReady) only while every model it was asked to serve is ready "
+                    + "(default: ${DEFAULT-VALUE}); false: ready whenever it is running.")
+    boolean strictReadiness = true;
+
+    @Option(names = "--server-name", paramLabel = "<name>", defaultValue = BackplaneHost.DEFAULT_SERVER_NAME,
+            description = "The name the server reports in its metadata (REST GET /v2, gRPC ServerMetadata), for clients and dashboards that "
+                    + "look for a name; Triton reports 'triton' (default: ${DEFAULT-VALUE}).")
+    String serverName = BackplaneHost.DEFAULT_SERVER_NAME;
+
     @Option(names = "--frontend-config", paramLabel = "<frontend>,<key>=<value>", converter = Converters.PluginSetting.class,
             description = "An option for one frontend, e.g. http,port=9090; port=-1 disables it; repeatable.")
     List<PluginOption> frontendConfig = new ArrayList<>();
@@ -171,6 +181,11 @@ final class ServeCommand implements Callable<Integer> {
             description = "Requests a model may queue when its config sets no max_queue_size; 0: unbounded (default: ${DEFAULT-VALUE}).")
     int defaultMaxQueueSize;
 
+    @Option(names = "--builtin-warmup", paramLabel = "<bool>", arity = "0..1", defaultValue = "true", fallbackValue = "true",
+            description = "Before a model without model_warmup reports ready, send it a few requests of zeros shaped from its config; they reach no"
+                    + " statistics, metrics or cache, and a model's parameter builtin_warmup (true, false or a count) overrides this (default: ${DEFAULT-VALUE}).")
+    boolean builtinWarmup;
+
     @Option(names = "--max-instances-per-model", paramLabel = "<n>", defaultValue = "64", converter = Converters.PositiveCount.class,
             description = "Instances one model may ask for (instance_group count); a config above it fails to load (default: ${DEFAULT-VALUE}).")
     int maxInstancesPerModel;
@@ -218,7 +233,14 @@ final class ServeCommand implements Callable<Integer> {
                 .modelControlMode(mode)
                 .pollInterval(Duration.ofSeconds(pollSecs))
                 .unloadTimeout(exitTimeoutSecs == 0 ? Duration.ofMillis(1) : Duration.ofSeconds(exitTimeoutSecs));
-        builder.defaultMaxQueueSize(defaultMaxQueueSize).maxInstancesPerModel(maxInstancesPerModel).maxInstancesPerHost(maxInstancesPerHost);
+        builder.strictReadiness(strictReadiness);
+        if (serverName.isBlank()) {
+            throw new ParameterException(spec.commandLine(), "--server-name '" + serverName + "' is blank; give the name clients should see,"
+                    + " e.g. --server-name triton");
+        }
+        builder.serverName(serverName);
+        builder.defaultMaxQueueSize(defaultMaxQueueSize).maxInstancesPerModel(maxInstancesPerModel).maxInstancesPerHost(maxInstancesPerHost)
+                .builtinWarmup(builtinWarmup);
         if (memoryBudgetBytes != null) {
             builder.memoryBudget(memoryBudgetBytes);
         }

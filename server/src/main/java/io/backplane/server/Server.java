@@ -45,6 +45,11 @@ public final class Server implements AutoCloseable {
     private record Context(InferenceService service, Map<String, String> options, @org.jspecify.annotations.Nullable LogControl logControl,
             SharedObjects objects, io.backplane.spi.host.RequestTracer tracer) implements FrontendContext {
         @Override
+        public io.backplane.spi.host.DeviceSharedMemory deviceSharedMemory() {
+            return service instanceof BackplaneHost h ? h.openDeviceSharedMemory() : FrontendContext.super.deviceSharedMemory();
+        }
+
+        @Override
         public <T extends AutoCloseable> Shared<T> shared(Class<T> type, java.util.function.Supplier<T> create) {
             return new Shared<>(objects.get(type, create), false);
         }

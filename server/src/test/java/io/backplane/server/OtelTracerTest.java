@@ -160,4 +160,34 @@ class OtelTracerTest {
             assertFalse(defaults.settings("").isEmpty());
         }
     }
+
+    @Test
+    void lazyExporter_madeAtTheFirstExportOnly_andNotAfterShutdown() {
+        InMemorySpanExporter memory = InMemorySpanExporter.create();
+        java.util.concurrent.atomic.AtomicInteger makes = new java.util.concurrent.atomic.AtomicInteger();
+        OtelTracer.LazyExporter lazy = new OtelTracer.LazyExporter(() -> {
+            makes.incrementAndGet();
+            return memory;
+        });
+        assertTrue(lazy.flush().isSuccess(), "a flush before any span succeeds");
+        assertFalse(lazy.made(), "a flush made the exporter");
+        assertTrue(lazy.export(List.of()).isSuccess());
+        assertTrue(lazy.export(List.of()).isSuccess());
+        assertEquals(1, makes.get(), "made once, at the first export");
+        assertTrue(lazy.shutdown().isSuccess());
+
+        OtelTracer.LazyExporter unused = new OtelTracer.LazyExporter(() -> {
+            makes.incrementAndGet();
+            return memory;
+        });
+        assertTrue(unused.shutdown().isSuccess());
+        assertFalse(unused.export(List.of()).isSuccess(), "an export after shutdown made an exporter");
+        assertEquals(1, makes.get());
+    }
+
+    @Test
+    void fromConfig_otlpBadUrl_failsAtOnce() {
+        // The exporter is made at its first export; its url is still checked when the tracer is made
+        assertThrows(IllegalArgumentException.class, () -> OtelTracer.fromConfig(List.of("opentelemetry,url=http://[bad")));
+    }
 }

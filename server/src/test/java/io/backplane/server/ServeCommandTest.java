@@ -130,6 +130,29 @@ class ServeCommandTest {
     }
 
     @Test
+    void serve_serverName_isWhatTheHostReports_defaultBackplane_blankRefused() throws Exception {
+        Run named = serve("--model-repository", "repo", "--model-control-mode", "explicit", "--allow-http=false", "--grpc-port", "-1",
+                "--server-name", "triton");
+        Server server = named.started().get(60, TimeUnit.SECONDS);
+        assertEquals("triton", server.host().serverName());
+        server.close();
+        assertEquals(0, named.exit().get(60, TimeUnit.SECONDS));
+        named.thread().join(TimeUnit.SECONDS.toMillis(30));
+
+        Run plain = serve("--model-repository", "repo", "--model-control-mode", "explicit", "--allow-http=false", "--grpc-port", "-1");
+        Server s2 = plain.started().get(60, TimeUnit.SECONDS);
+        assertEquals("backplane", s2.host().serverName());
+        s2.close();
+        assertEquals(0, plain.exit().get(60, TimeUnit.SECONDS));
+        plain.thread().join(TimeUnit.SECONDS.toMillis(30));
+
+        Run blank = serve("--model-repository", "repo", "--allow-http=false", "--grpc-port", "-1", "--server-name", " ");
+        assertEquals(2, blank.exit().get(60, TimeUnit.SECONDS), err.toString());
+        blank.thread().join(TimeUnit.SECONDS.toMillis(30));
+        assertTrue(err.toString().contains("--server-name ' ' is blank"), err.toString());
+    }
+
+    @Test
     void serve_allFrontendsDisabled_stillServesHostUntilClosed() throws Exception {
         Run run = serve("--model-repository", "repo", "--model-control-mode", "explicit", "--allow-http=false", "--grpc-port", "-1");
         Server server = run.started().get(60, TimeUnit.SECONDS);
@@ -190,7 +213,8 @@ class ServeCommandTest {
             }
         }).on("stuck", (batch, instance) -> stuckRunning.countDown()); // decoupled: holds its senders, never sends FINAL
         Run run = serve(b -> b.backend(backend).model(ScriptedBackend.model("slow", false)).model(ScriptedBackend.model("stuck", true)),
-                "--model-repository", "repo", "--http-port", "0", "--grpc-port", "-1", "--exit-timeout-secs", "1");
+                // their executes hang on purpose: no built-in warm-up, which would run them before the start returns
+                "--model-repository", "repo", "--http-port", "0", "--grpc-port", "-1", "--exit-timeout-secs", "1", "--builtin-warmup=false");
         Server server = run.started().get(60, TimeUnit.SECONDS);
         CompletableFuture<io.backplane.spi.InferenceResponse> slow = server.host().infer(ScriptedBackend.request("slow", 42));
         CompletableFuture<BackplaneException> stuck = new CompletableFuture<>();
