@@ -5,6 +5,16 @@
 #   find_jdk [tool]   prints the home of the first JDK 25+ that has bin/<tool> (default: javac)
 
 java_major() { # prints the feature version of the java in $1/bin, or nothing
+  # The JDK's release file says it without starting a JVM (about 150 ms saved on every launch);
+  # a JDK without one (or a java wrapper folder) is asked.
+  local v=""
+  if [ -f "$1/release" ]; then
+    v=$(sed -n 's/^JAVA_VERSION="\([0-9]*\).*/\1/p' "$1/release" | head -n1)
+  fi
+  if [ -n "$v" ] && [ "$v" != 1 ]; then
+    echo "$v"
+    return 0
+  fi
   "$1/bin/java" -XshowSettings:properties -version 2>&1 \
     | sed -n 's/^ *java\.specification\.version = \([0-9]*\).*/\1/p' | head -n1
 }
