@@ -30,7 +30,7 @@ final class Json {
         void write(JsonGenerator g) throws IOException;
     }
 
-    /** A fresh buffer holding what {@code w} writes; released if writing fails with an I/O error. */
+    /** A fresh buffer holding what {@code w} writes; released if writing fails, whatever it throws. */
     static ByteBuf write(JsonWriter w) {
         ByteBuf buf = Unpooled.buffer(256);
         try (JsonGenerator g = generator(buf)) {
@@ -38,6 +38,9 @@ final class Json {
         } catch (IOException e) {
             buf.release();
             throw new UncheckedIOException(e);
+        } catch (RuntimeException | Error e) {
+            buf.release();
+            throw e;
         }
         return buf;
     }
