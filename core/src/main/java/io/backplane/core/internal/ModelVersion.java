@@ -14,12 +14,20 @@ import io.backplane.spi.config.EnsembleScheduling;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.host.HostListener.Outcome;
 import io.backplane.spi.host.ModelState;
+import java.nio.channels.ClosedByInterruptException;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorCompletionService;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -183,10 +191,10 @@ final class ModelVersion {
             slots.getFirst().start(m);
             return;
         }
-        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(Math.min(slots.size(), parallelStarts()),
+        ExecutorService pool = Executors.newFixedThreadPool(Math.min(slots.size(), parallelStarts()),
                 Thread.ofPlatform().daemon().name("backplane-start-" + name + "-", 0).factory());
         Exception failure = null;
-        var done = new java.util.concurrent.ExecutorCompletionService<InstanceSlot>(pool);
+        var done = new ExecutorCompletionService<InstanceSlot>(pool);
         try (pool) { // close() waits for every start that began, so none is still running when the caller cleans up
             for (InstanceSlot slot : slots) {
                 done.submit(() -> {
@@ -197,8 +205,8 @@ final class ModelVersion {
             for (int i = 0; i < slots.size() && failure == null; i++) {
                 try {
                     done.take().get();
-                } catch (java.util.concurrent.ExecutionException e) {
-                    failure = e.getCause() instanceof Exception x ? x : new java.util.concurrent.CompletionException(e.getCause());
+                } catch (ExecutionException e) {
+                    failure = e.getCause() instanceof Exception x ? x : new CompletionException(e.getCause());
                     pool.shutdownNow(); // the other starts are interrupted; those not begun never run
                 } catch (InterruptedException e) {
                     pool.shutdownNow();
@@ -208,10 +216,10 @@ final class ModelVersion {
         }
         if (failure != null) {
             // what the other starts that had begun threw, except the interruptions this method caused
-            for (java.util.concurrent.Future<InstanceSlot> f; (f = done.poll()) != null;) {
+            for (Future<InstanceSlot> f; (f = done.poll()) != null;) {
                 try {
                     f.get();
-                } catch (java.util.concurrent.ExecutionException e) {
+                } catch (ExecutionException e) {
                     if (!interruption(e.getCause())) {
                         failure.addSuppressed(e.getCause());
                     }
@@ -224,7 +232,7 @@ final class ModelVersion {
     /** Whether {@code t} comes from an interrupted wait (a cancelled load), wherever the backend wrapped it. */
     static boolean interruption(Throwable t) {
         for (Throwable c = t; c != null; c = c.getCause()) {
-            if (c instanceof InterruptedException || c instanceof java.nio.channels.ClosedByInterruptException) {
+            if (c instanceof InterruptedException || c instanceof ClosedByInterruptException) {
                 return true;
             }
         }
@@ -373,7 +381,7 @@ final class ModelVersion {
             return CompletableFuture.completedFuture(false);
         }
         CompletableFuture<Boolean> any = new CompletableFuture<>();
-        java.util.concurrent.atomic.AtomicInteger left = new java.util.concurrent.atomic.AtomicInteger(checks.size());
+        AtomicInteger left = new AtomicInteger(checks.size());
         for (CompletableFuture<Boolean> c : checks) {
             c.thenAccept(ready -> {
                 if (ready) {
