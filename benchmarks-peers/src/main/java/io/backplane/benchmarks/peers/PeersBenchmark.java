@@ -324,19 +324,28 @@ public final class PeersBenchmark {
         if (failure[0] != null) {
             throw failure[0];
         }
+        long[] all = latencies(lat);
+        double mean = Arrays.stream(all).average().orElse(0) / 1000.0;
+        return new Result(pct(all, 0.50), pct(all, 0.90), pct(all, 0.99), mean, done.sum() * 1e9 / elapsed);
+    }
+
+    /**
+     * Every caller's measured latencies in one sorted array; each caller's array holds its count at
+     * [0] and its latencies (ns) after it.
+     */
+    static long[] latencies(List<long[]> perCaller) {
         int total = 0;
-        for (long[] s : lat) {
+        for (long[] s : perCaller) {
             total += (int) s[0];
         }
         long[] all = new long[total];
         int k = 0;
-        for (long[] s : lat) {
+        for (long[] s : perCaller) {
             System.arraycopy(s, 1, all, k, (int) s[0]);
             k += (int) s[0];
         }
         Arrays.sort(all);
-        double mean = Arrays.stream(all).average().orElse(0) / 1000.0;
-        return new Result(pct(all, 0.50), pct(all, 0.90), pct(all, 0.99), mean, done.sum() * 1e9 / elapsed);
+        return all;
     }
 
     private static double pct(long[] sorted, double q) {

@@ -536,17 +536,7 @@ public final class RealModelsBenchmark {
         if (failure[0] != null) {
             throw failure[0];
         }
-        int total = 0;
-        for (long[] s : lat) {
-            total += (int) s[0];
-        }
-        long[] all = new long[total];
-        int k = 0;
-        for (long[] s : lat) {
-            System.arraycopy(s, 1, all, k, (int) s[0]);
-            k += (int) s[0];
-        }
-        Arrays.sort(all);
+        long[] all = PeersBenchmark.latencies(lat);
         return new Result(pct(all, 0.50), pct(all, 0.99), done.sum() * 1e9 / elapsed, all.length);
     }
 
