@@ -17,26 +17,42 @@ import org.jspecify.annotations.Nullable;
  * signal), and its kill ({@link ProcessHandle}, which checks the pid's start time, so a reused pid
  * is never hit).
  *
- * <p>Once the template is gone its children are no longer reaped by it and report no status; the
- * exit then comes from {@link ProcessHandle#onExit()} (the JDK polls a process that is not its
- * child) with code {@value #UNKNOWN_EXIT}. The stub's control connection reaches end of file at
- * once either way, so the supervisor learns of a death without waiting for the poll.
+ * <p>Its death is confirmed without the template's word (<b>P11</b>): a {@link PidWatch} pidfd
+ * reports the exit the moment it happens, zombie included, with the status the zombie keeps, so a
+ * stopped, hung or dead template never delays it. Whichever comes first, the template's report or
+ * the pidfd's, completes the exit; when neither can tell the status ({@link ExitStatus#UNKNOWN}: the
+ * zombie was reaped by a template that then said nothing), the exit says so, never a made-up code.
+ * Without pidfds, a template that is gone hands its children to {@link ProcessHandle#onExit()}
+ * (the JDK polls a process that is not its child).
  */
 final class ForkedProcess extends Process {
-    /** The exit code when the template that would have reported it is gone. */
-    static final int UNKNOWN_EXIT = 255;
+    /** How long a pidfd's report of a reaped child waits for the template's status before it says "unknown". */
+    private static final long REPORT_GRACE_MILLIS = 1000;
 
     private final long pid;
     private final @Nullable ProcessHandle handle;
-    private final CompletableFuture<Integer> exit = new CompletableFuture<>();
+    private final CompletableFuture<ExitStatus> exit = new CompletableFuture<>();
     private volatile @Nullable InputStream stdout;
     private volatile @Nullable InputStream stderr;
     private volatile boolean orphaned;
+    /** Whether a pidfd watches it (its exit is then known without the template). */
+    private final boolean watched;
 
     ForkedProcess(long pid) {
         this.pid = pid;
         // Taken at once: the template reaps an exited child, after which the pid may be reused.
         this.handle = ProcessHandle.of(pid).orElse(null);
+        var watch = PidWatch.watch(pid);
+        this.watched = watch.isPresent();
+        watch.ifPresent(w -> w.whenComplete((status, failure) -> {
+            if (status != null && status.known()) {
+                exit.complete(status);
+            } else {
+                // reaped by the template just now (its report is on the way), or the watch failed
+                CompletableFuture.delayedExecutor(REPORT_GRACE_MILLIS, java.util.concurrent.TimeUnit.MILLISECONDS)
+                        .execute(() -> exit.complete(ExitStatus.UNKNOWN));
+            }
+        }));
     }
 
     void streams(InputStream out, InputStream err) {
@@ -44,24 +60,32 @@ final class ForkedProcess extends Process {
         this.stderr = err;
     }
 
-    /** The template reaped it with this code (or its handle's exit when the template is gone). */
-    void exited(int code) {
-        exit.complete(code);
+    /** The template reaped it with this status. */
+    void exited(ExitStatus status) {
+        exit.complete(status);
     }
 
-    /** Whether its template went away before it exited (its exit code then reads {@value #UNKNOWN_EXIT}). */
+    /** How it ended; null while it runs. */
+    @Nullable ExitStatus status() {
+        return exit.getNow(null);
+    }
+
+    /** Whether its template went away before it exited. */
     boolean orphaned() {
         return orphaned;
     }
 
-    /** The template went away: the exit is watched through the process handle from now on. */
+    /** The template went away: without a pidfd, the exit is watched through the process handle from now on. */
     void orphan() {
         orphaned = true;
         ProcessHandle h = handle;
+        if (watched) {
+            return;
+        }
         if (h == null) {
-            exit.complete(UNKNOWN_EXIT);
+            exit.complete(ExitStatus.UNKNOWN);
         } else {
-            h.onExit().thenRun(() -> exit.complete(UNKNOWN_EXIT));
+            h.onExit().thenRun(() -> exit.complete(PidWatch.zombieStatus(pid)));
         }
     }
 
@@ -85,7 +109,7 @@ final class ForkedProcess extends Process {
     @Override
     public int waitFor() throws InterruptedException {
         try {
-            return exit.get();
+            return exit.get().processValue();
         } catch (ExecutionException e) {
             throw new IllegalStateException(e);
         }
@@ -105,11 +129,11 @@ final class ForkedProcess extends Process {
 
     @Override
     public int exitValue() {
-        Integer code = exit.getNow(null);
-        if (code == null) {
+        ExitStatus status = exit.getNow(null);
+        if (status == null) {
             throw new IllegalThreadStateException("process " + pid + " has not exited");
         }
-        return code;
+        return status.processValue();
     }
 
     @Override
@@ -164,6 +188,6 @@ final class ForkedProcess extends Process {
 
     @Override
     public String toString() {
-        return "ForkedProcess[pid=" + pid + ", exitValue=" + (exit.isDone() ? exit.join() : "\"not exited\"") + "]";
+        return "ForkedProcess[pid=" + pid + ", exitValue=" + (exit.isDone() ? exit.join().processValue() : "\"not exited\"") + "]";
     }
 }

@@ -171,6 +171,11 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
         }
     }
 
+    /** Why its last stub ended or failed to start ("" when none did): what a restart reports (tests). */
+    String lastFailure() {
+        return lastFailure;
+    }
+
     @Override
     public void onStubExit(StubConnection s, String reason) {
         synchronized (lock) {

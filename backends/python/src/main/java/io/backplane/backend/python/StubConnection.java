@@ -321,6 +321,7 @@ final class StubConnection {
         Path socketPath = StubHandshake.socketPath(socketDir, generation);
         AtomicBoolean handshakeDone = new AtomicBoolean();
         AtomicBoolean timedOut = new AtomicBoolean();
+        CompletableFuture<@Nullable Void> deadline = CompletableFuture.completedFuture(null);
         try {
             region = SharedRegion.create(generation, settings.shmInitialBytes(), settings.shmMaxBytes(), socketDir);
             ctl = region.control();
@@ -346,7 +347,9 @@ final class StubConnection {
                         closeQuietly(server);
                     }
                 });
-                CompletableFuture.delayedExecutor(settings.startupTimeoutMillis(), TimeUnit.MILLISECONDS).execute(() -> {
+                // a deadline that is dropped (with all it holds: the channel, its threads) once the handshake is done
+                deadline = new CompletableFuture<@Nullable Void>().completeOnTimeout(null, settings.startupTimeoutMillis(), TimeUnit.MILLISECONDS);
+                deadline.thenRun(() -> {
                     if (!handshakeDone.get()) {
                         timedOut.set(true);
                         abort.run();
@@ -364,10 +367,12 @@ final class StubConnection {
             }
         } catch (RuntimeException | IOException e) {
             handshakeDone.set(true);
+            deadline.cancel(false);
             BackplaneException failure = StubHandshake.startFailure(e, timedOut.get(), process, settings, tag, output);
             killAndCleanUpAfterFailedStart();
             throw failure;
         }
+        deadline.cancel(false);
         Thread r = Thread.ofPlatform().daemon().name("backplane-python-reader-" + model + "-" + instance + "-g" + generation)
                 .unstarted(this::readLoop);
         reader = r;
@@ -617,9 +622,7 @@ final class StubConnection {
             return;
         }
         Process p = process;
-        int code = p == null ? -1 : p.exitValue();
-        String reason = killReason != null ? "was killed: " + killReason
-                : "exited with code " + code + (code > 128 ? " (signal " + (code - 128) + ")" : "");
+        String reason = killReason != null ? "was killed: " + killReason : exitOf(p);
         try {
             executions.failAll(BackplaneException.unavailable(describe() + " " + reason + " while requests were in flight"));
             bls.close();
@@ -689,6 +692,17 @@ final class StubConnection {
         } catch (TimeoutException | java.util.concurrent.ExecutionException e) {
             log.warn("{}: clean-up did not finish", describe(), e);
         }
+    }
+
+    /** How {@code p} ended, truthfully: a forked stub's status as its pidfd or template saw it, a spawned one's as the JDK gives it. */
+    static String exitOf(@Nullable Process p) {
+        if (p == null) {
+            return "never started";
+        }
+        if (p instanceof ForkedProcess f && f.status() != null) {
+            return java.util.Objects.requireNonNull(f.status()).describe();
+        }
+        return ExitStatus.ofProcessValue(p.exitValue()).describe();
     }
 
     private static void closeQuietly(@Nullable AutoCloseable c) {

@@ -25,8 +25,10 @@ import org.slf4j.LoggerFactory;
  * its flags and the stub's environment less its one-time token, so a fork sees exactly the
  * environment its template imported under. A template that died is replaced at the next start; one
  * that never became ready (an interpreter without numpy, say) is not tried again for that key, and
- * its stubs are spawned, which reports the cause the usual way. {@link #closeAll} ends a backend's
- * templates.
+ * its stubs are spawned, which reports the cause the usual way. A template that is alive but does
+ * not answer (stopped, hung: {@link StubTemplate#isHealthy()}) is never waited for: the stub is
+ * spawned at once, and the template's own supervision kills it if it stays silent, after which the
+ * next start makes a new one (<b>P11</b>). {@link #closeAll} ends a backend's templates.
  */
 final class StubLauncher {
     private static final Logger log = LoggerFactory.getLogger(StubLauncher.class);
@@ -74,8 +76,12 @@ final class StubLauncher {
         List<String> templateCommand = new ArrayList<>(command.subList(0, SHARED_COMMAND));
         templateCommand.add("--template");
         String key = String.join("\u0000", templateCommand) + "\u0001" + shared;
-        StubTemplate t = template(socketDir, key, templateCommand, shared, cwd, settings.startupTimeoutMillis());
+        StubTemplate t = template(socketDir, key, templateCommand, shared, cwd, settings);
         if (t == null) {
+            return pb.start();
+        }
+        if (!t.isHealthy()) {
+            log.warn("python stub: the template (pid {}) is not answering; spawning this stub instead", t.pid());
             return pb.start();
         }
         List<String> argv = new ArrayList<>(command.subList(SHARED_COMMAND - 1, command.size()));
@@ -93,7 +99,7 @@ final class StubLauncher {
     }
 
     private static @Nullable StubTemplate template(Path socketDir, String key, List<String> command, Map<String, String> env, Path cwd,
-            long timeoutMillis) {
+            StubSettings settings) {
         Slot slot = TEMPLATES.computeIfAbsent(socketDir, d -> new ConcurrentHashMap<>()).computeIfAbsent(key, k -> new Slot());
         StubTemplate dead = null;
         synchronized (slot) {
@@ -113,7 +119,8 @@ final class StubLauncher {
                 slot.template = null;
             }
             try {
-                slot.template = StubTemplate.start(command, env, cwd, socketDir, timeoutMillis);
+                slot.template = StubTemplate.start(command, env, cwd, socketDir, settings.startupTimeoutMillis(),
+                        StubTemplate.Supervision.of(settings));
                 log.info("python stubs of '{}' are forked from a warm template (pid {})", command.get(0), slot.template.pid());
             } catch (IOException e) {
                 slot.broken = e.getMessage();
@@ -146,6 +153,15 @@ final class StubLauncher {
                 t.close();
             }
         }
+    }
+
+    /** The live templates of every backend of this JVM (tests). */
+    static List<StubTemplate> allTemplates() {
+        List<StubTemplate> out = new ArrayList<>();
+        for (Path dir : TEMPLATES.keySet()) {
+            out.addAll(templates(dir));
+        }
+        return out;
     }
 
     /** The live templates of a backend (tests). */

@@ -39,6 +39,14 @@ import org.slf4j.LoggerFactory;
  * folder, to which the child connects its stdout (also its stdin, whose end of file tells it the
  * host died) and its stderr, proving itself with a one-time key.
  *
+ * <p>Supervised like a stub (<b>P11</b>): a monitor thread pings it every heartbeat interval; one
+ * that has not answered within the heartbeat time-out (stopped, hung) is unhealthy: {@link #fork}
+ * refuses at once, so the caller spawns its stub instead of waiting, and a fork request it does not
+ * answer within {@link #forkAnswerMillis} makes it unhealthy too. One still silent
+ * {@code stall_kill_timeout_ms} later is killed (SIGKILL reaches a stopped process too); the
+ * launcher starts a new one at the next stub start. Its children's deaths never depend on it
+ * ({@link ForkedProcess}, {@link PidWatch}).
+ *
  * <p>Thread-safe: forks may be requested from many threads at once (instances starting in
  * parallel); requests are written one at a time, answers matched by id.
  */
@@ -46,6 +54,8 @@ final class StubTemplate implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(StubTemplate.class);
     private static final SecureRandom RANDOM = new SecureRandom();
     private static final int TAIL_LINES = 20;
+    /** The longest a fork request waits for the template's answer (see {@link #forkAnswerMillis}). */
+    static final long FORK_ANSWER_MAX_MILLIS = 2000;
 
     private final Process process;
     private final Path socketDir;
@@ -58,15 +68,35 @@ final class StubTemplate implements AutoCloseable {
     private final ArrayDeque<String> stderrTail = new ArrayDeque<>();
     private final Thread reader;
     private final Thread stderrPump;
+    private final Thread monitor;
+    private final Supervision supervision;
+    private final java.util.concurrent.CountDownLatch closing = new java.util.concurrent.CountDownLatch(1);
     private volatile boolean gone;
+    /** When the outstanding ping (or unanswered fork request) was sent; 0 when everything was answered. */
+    private volatile long waitingSinceNanos;
+    private volatile boolean stalled;
+    private long pingSeq; // monitor thread only
 
-    private StubTemplate(Process process, Path socketDir, String describe) {
+    /**
+     * The template's liveness deadlines, the stubs' own: pinged every {@code heartbeatMillis},
+     * unhealthy after {@code heartbeatTimeoutMillis} without an answer, killed {@code stallKillMillis}
+     * after that.
+     */
+    record Supervision(long heartbeatMillis, long heartbeatTimeoutMillis, long stallKillMillis) {
+        static Supervision of(StubSettings s) {
+            return new Supervision(s.heartbeatIntervalMillis(), s.heartbeatTimeoutMillis(), s.stallKillMillis());
+        }
+    }
+
+    private StubTemplate(Process process, Path socketDir, String describe, Supervision supervision) {
         this.process = process;
         this.socketDir = socketDir;
         this.describe = describe;
+        this.supervision = supervision;
         this.requests = process.getOutputStream();
         this.reader = Thread.ofPlatform().daemon().name("backplane-python-template-" + process.pid()).unstarted(this::readLoop);
         this.stderrPump = Thread.ofPlatform().daemon().name("backplane-python-template-stderr-" + process.pid()).unstarted(this::stderrLoop);
+        this.monitor = Thread.ofPlatform().daemon().name("backplane-python-template-monitor-" + process.pid()).unstarted(this::monitorLoop);
     }
 
     /**
@@ -76,17 +106,18 @@ final class StubTemplate implements AutoCloseable {
      *
      * @throws IOException when the interpreter does not start, or the template exits or is not ready within the timeout
      */
-    static StubTemplate start(List<String> command, Map<String, String> environment, Path directory, Path socketDir, long timeoutMillis)
-            throws IOException {
+    static StubTemplate start(List<String> command, Map<String, String> environment, Path directory, Path socketDir, long timeoutMillis,
+            Supervision supervision) throws IOException {
         ProcessBuilder pb = new ProcessBuilder(command).directory(directory.toFile());
         pb.environment().clear();
         pb.environment().putAll(environment);
-        StubTemplate t = new StubTemplate(pb.start(), socketDir, String.join(" ", command));
+        StubTemplate t = new StubTemplate(pb.start(), socketDir, String.join(" ", command), supervision);
         t.reader.start();
         t.stderrPump.start();
         try {
             long pid = t.ready.get(timeoutMillis, TimeUnit.MILLISECONDS);
             log.debug("python stub template started (pid {}): {}", pid, t.describe);
+            t.monitor.start();
             return t;
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
@@ -107,6 +138,69 @@ final class StubTemplate implements AutoCloseable {
         return !gone && process.isAlive();
     }
 
+    /** Alive and answering: a fork request now gets its answer within {@link #forkAnswerMillis}. */
+    boolean isHealthy() {
+        return isAlive() && !stalled;
+    }
+
+    /** How long a fork request waits for the template's answer: a fork takes milliseconds; past this the template is unhealthy. */
+    long forkAnswerMillis() {
+        return Math.max(1, Math.min(supervision.heartbeatTimeoutMillis(), FORK_ANSWER_MAX_MILLIS));
+    }
+
+    private void monitorLoop() {
+        try {
+            while (!gone && !closing.await(supervision.heartbeatMillis(), TimeUnit.MILLISECONDS)) {
+                long since = waitingSinceNanos;
+                if (since == 0) {
+                    waitingSinceNanos = System.nanoTime();
+                    send("ping " + (++pingSeq));
+                    continue;
+                }
+                long silentMillis = (System.nanoTime() - since) / 1_000_000;
+                if (silentMillis >= supervision.heartbeatTimeoutMillis() && !stalled) {
+                    stalled = true;
+                    log.warn("python stub template (pid {}) has not answered for {} ms (stopped or hung): stubs are spawned instead of forked;"
+                            + " it is killed if still silent after {} ms more", pid(), silentMillis, supervision.stallKillMillis());
+                }
+                if (silentMillis >= supervision.heartbeatTimeoutMillis() + supervision.stallKillMillis()) {
+                    log.warn("python stub template (pid {}) still silent after {} ms: killing it; the next stub start makes a new one", pid(),
+                            silentMillis);
+                    process.destroyForcibly(); // its end of file ends the reader, which marks it gone
+                    return;
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } catch (IOException e) {
+            log.debug("python stub template (pid {}): ping failed", pid(), e);
+        }
+    }
+
+    private void answered() {
+        waitingSinceNanos = 0;
+        if (stalled) {
+            stalled = false;
+            log.info("python stub template (pid {}) answers again", pid());
+        }
+    }
+
+    private void send(String line) throws IOException {
+        byte[] b = (line + "\n").getBytes(StandardCharsets.UTF_8);
+        synchronized (requests) {
+            if (gone) {
+                throw new IOException("the stub template (pid " + pid() + ") is gone");
+            }
+            requests.write(b);
+            requests.flush();
+        }
+    }
+
+    /** Fork requests sent to it so far (tests). */
+    long forkRequests() {
+        return ids.get();
+    }
+
     /** Stubs forked by this template that have not exited (tests). */
     List<Long> children() {
         return List.copyOf(children.keySet());
@@ -116,9 +210,13 @@ final class StubTemplate implements AutoCloseable {
      * Forks a stub that runs the stub's main with {@code argv} (the script, then its arguments), in
      * {@code environment} and {@code directory}, and waits until it has connected its output.
      *
-     * @throws IOException when the template is gone, refuses, or the child dies or does not connect within the timeout
+     * @throws IOException when the template is gone or unhealthy, refuses, does not answer within {@link #forkAnswerMillis},
+     *     or the child dies or does not connect within the timeout
      */
     ForkedProcess fork(List<String> argv, Map<String, String> environment, Path directory, long timeoutMillis) throws IOException {
+        if (!isHealthy()) {
+            throw new IOException("the stub template (pid " + pid() + ") is " + (isAlive() ? "not answering" : "gone"));
+        }
         long id = ids.incrementAndGet();
         String key = HexFormat.of().formatHex(randomBytes(16));
         Path logSocket = socketDir.resolve("t" + id + "-" + HexFormat.of().formatHex(randomBytes(6)) + ".sock");
@@ -126,6 +224,7 @@ final class StubTemplate implements AutoCloseable {
         pending.put(id, reply);
         ForkedProcess child = null;
         AtomicBoolean connected = new AtomicBoolean();
+        CompletableFuture<@Nullable Void> connectBy = CompletableFuture.completedFuture(null);
         try (ServerSocketChannel server = ServerSocketChannel.open(StandardProtocolFamily.UNIX)) {
             server.bind(UnixDomainSocketAddress.of(logSocket));
             Map<String, Object> request = new LinkedHashMap<>();
@@ -135,16 +234,20 @@ final class StubTemplate implements AutoCloseable {
             request.put("cwd", directory.toString());
             request.put("log", logSocket.toString());
             request.put("key", key);
-            byte[] line = (Wire.json(request) + "\n").getBytes(StandardCharsets.UTF_8);
-            synchronized (requests) {
-                if (gone) {
-                    throw new IOException("the stub template (pid " + pid() + ") is gone");
+            long sent = System.nanoTime();
+            send(Wire.json(request));
+            long deadline = sent + timeoutMillis * 1_000_000;
+            try {
+                child = reply.get(Math.min(timeoutMillis, forkAnswerMillis()), TimeUnit.MILLISECONDS);
+            } catch (TimeoutException e) {
+                if (waitingSinceNanos == 0 || waitingSinceNanos - sent > 0) {
+                    waitingSinceNanos = sent; // the monitor kills it if it stays silent
                 }
-                requests.write(line);
-                requests.flush();
+                stalled = true;
+                log.warn("python stub template (pid {}) did not answer a fork request within {} ms: stubs are spawned instead of forked"
+                        + " until it answers again", pid(), forkAnswerMillis());
+                throw e;
             }
-            long deadline = System.nanoTime() + timeoutMillis * 1_000_000;
-            child = reply.get(timeoutMillis, TimeUnit.MILLISECONDS);
             ForkedProcess c = child;
             Runnable abort = () -> {
                 if (!connected.get()) {
@@ -152,7 +255,10 @@ final class StubTemplate implements AutoCloseable {
                 }
             };
             c.onExit().thenRun(abort);
-            CompletableFuture.delayedExecutor(Math.max(1, (deadline - System.nanoTime()) / 1_000_000), TimeUnit.MILLISECONDS).execute(abort);
+            // dropped once connected, so that nothing of this fork stays reachable from the timer
+            connectBy = new CompletableFuture<@Nullable Void>().completeOnTimeout(null, Math.max(1, (deadline - System.nanoTime()) / 1_000_000),
+                    TimeUnit.MILLISECONDS);
+            connectBy.thenRun(abort);
             SocketChannel out = null;
             SocketChannel err = null;
             try {
@@ -192,6 +298,7 @@ final class StubTemplate implements AutoCloseable {
                     + (child == null ? "" : ", pid " + child.pid() + (child.isAlive() ? "," : " and exited with code "
                     + child.exitValue() + ",")) + " did not connect its output: " + e.getMessage() + stderrSuffix(), e);
         } finally {
+            connectBy.cancel(false);
             pending.remove(id);
             if (!connected.get() && child != null) {
                 child.destroyForcibly();
@@ -222,7 +329,9 @@ final class StubTemplate implements AutoCloseable {
                 try {
                     switch (f[0]) {
                         case "ready" -> ready.complete(Long.parseLong(f[1]));
+                        case "pong" -> answered();
                         case "forked" -> {
+                            answered();
                             ForkedProcess c = new ForkedProcess(Long.parseLong(f[2]));
                             children.put(c.pid(), c);
                             CompletableFuture<ForkedProcess> r = pending.get(Long.parseLong(f[1]));
@@ -231,16 +340,16 @@ final class StubTemplate implements AutoCloseable {
                             }
                         }
                         case "error" -> {
+                            answered();
                             CompletableFuture<ForkedProcess> r = pending.get(Long.parseLong(f[1]));
                             if (r != null) {
                                 r.completeExceptionally(new IOException(f.length > 2 ? f[2] : "unknown error"));
                             }
                         }
                         case "exit" -> {
-                            String[] g = f[2].split(" ");
                             ForkedProcess c = children.remove(Long.parseLong(f[1]));
                             if (c != null) {
-                                c.exited(Integer.parseInt(g[0]));
+                                c.exited(ExitStatus.ofWaitStatus(Integer.parseInt(f[2].trim()))); // the raw waitpid status
                             }
                         }
                         default -> log.warn("python stub template (pid {}) said: {}", pid(), line);
@@ -295,6 +404,7 @@ final class StubTemplate implements AutoCloseable {
     /** Closes the control channel (the template exits), then kills the template if it lingers. Stubs it forked live on. */
     @Override
     public void close() {
+        closing.countDown();
         synchronized (requests) {
             gone = true;
             closeQuietly(requests);
@@ -310,6 +420,7 @@ final class StubTemplate implements AutoCloseable {
         }
         join(reader);
         join(stderrPump);
+        join(monitor);
     }
 
     private static void join(Thread t) {

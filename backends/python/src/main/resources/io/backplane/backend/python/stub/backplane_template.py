@@ -10,9 +10,11 @@ Protocol: requests on stdin, one JSON object a line::
 
     {"id": 7, "argv": [...], "env": {...}, "cwd": "...", "log": "<socket path>", "key": "<hex>"}
 
-answers on stdout, one line each: ``ready <pid>`` once, ``forked <id> <pid>`` or ``error <id> <text>``
-per request, and ``exit <pid> <code>`` when a child ends (the code as java.lang.Process gives it:
-the exit status, or 128 + the signal).
+and ``ping <n>`` lines, the host's heartbeat; answers on stdout, one line each: ``ready <pid>`` once,
+``forked <id> <pid>`` or ``error <id> <text>`` per request, ``pong <n>`` per ping, and
+``exit <pid> <status>`` when a child ends (the raw status word of waitpid, so the host tells an exit
+code from a signal). The host does not depend on these exit lines: it watches each child through a
+pidfd too, so a stopped or dead template never hides a stub's death.
 
 The child makes itself what a freshly spawned stub is: a session (and process group) of its own, no
 descriptor of the template's, stdout and stderr on two connections to the host (stdin on the first:
@@ -38,14 +40,6 @@ def _write(line):
         data = data[os.write(1, data):]
 
 
-def _exit_code(status):
-    if os.WIFSIGNALED(status):
-        return 128 + os.WTERMSIG(status)
-    if os.WIFEXITED(status):
-        return os.WEXITSTATUS(status)
-    return 255
-
-
 def _reap():
     while True:
         try:
@@ -54,7 +48,7 @@ def _reap():
             return
         if pid == 0:
             return
-        _write("exit %d %d" % (pid, _exit_code(status)))
+        _write("exit %d %d" % (pid, status))
 
 
 def _close_inherited():
@@ -154,6 +148,9 @@ def serve(main):
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
             if not line.strip():
+                continue
+            if line.startswith(b"ping "):
+                _write("pong " + line[5:].decode("ascii", "replace").strip())
                 continue
             rid = -1
             try:
