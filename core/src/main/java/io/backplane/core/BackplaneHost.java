@@ -433,6 +433,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         private boolean callerRuns;
         private boolean strictReadiness = true;
         private boolean builtinWarmup;
+        private Duration ownWarmup = Duration.ZERO;
         private long memoryBudget;
         private int defaultMaxQueueSize = HostOptions.Limits.DEFAULT_MAX_QUEUE_SIZE;
         private int maxInstancesPerModel = HostOptions.Limits.DEFAULT_MAX_INSTANCES_PER_MODEL;
@@ -569,6 +570,26 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         }
 
         /**
+         * The host's own warm-up (R1): once the initial models are loaded, for each backend that
+         * serves one of them and ships a warm-up model of its own
+         * ({@link io.backplane.spi.BackendCapabilities#warmupModel()}: the Python backend does), the
+         * host loads that model under a reserved name no client can reach, sends it zeros for
+         * {@code budget}, and unloads it, before {@link #build()} returns: the request path every
+         * model of the backend shares (admission, batcher, response path, the backend's transport and
+         * codec) runs warm from the first client request, and no user model receives a request it
+         * did not ask for. Nothing of it reaches statistics, listeners or metrics. Off
+         * ({@link Duration#ZERO}) by default here; {@code backplane serve} turns it on for 1 s.
+         */
+        public Builder ownWarmup(Duration budget) {
+            requireNonNull(budget, "budget is null");
+            if (budget.isNegative() || budget.compareTo(Duration.ofMinutes(1)) > 0) {
+                throw new IllegalArgumentException("ownWarmup " + budget + " must be between 0 (off) and 1 minute");
+            }
+            ownWarmup = budget;
+            return this;
+        }
+
+        /**
          * The host-wide budget of bytes that requests arriving through frontends may hold at once,
          * from before their bodies are read until their responses are sent (O1). Default: a quarter
          * of the smaller of the heap limit and the direct-memory limit.
@@ -670,7 +691,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
                     restartBackoffMin, restartBackoffMax, backendOptions, backends, allBatchers, codeModels, ticker, listeners, loader, callerRuns,
                     responseCacheBytes,
                     new HostOptions.Limits(memoryBudget > 0 ? memoryBudget : MemoryBudget.defaultLimit(), defaultMaxQueueSize, maxInstancesPerModel,
-                            maxInstancesPerHost), builtinWarmup);
+                            maxInstancesPerHost), builtinWarmup, ownWarmup);
             Path work = HostWorkDirectory.create();
             HostRuntime runtime;
             try {

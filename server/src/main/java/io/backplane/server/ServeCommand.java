@@ -182,9 +182,17 @@ final class ServeCommand implements Callable<Integer> {
     int defaultMaxQueueSize;
 
     @Option(names = "--builtin-warmup", paramLabel = "<bool>", arity = "0..1", defaultValue = "true", fallbackValue = "true",
-            description = "Before a model without model_warmup reports ready, send it a few requests of zeros shaped from its config; they reach no"
-                    + " statistics, metrics or cache, and a model's parameter builtin_warmup (true, false or a count) overrides this (default: ${DEFAULT-VALUE}).")
+            description = "Before a model without model_warmup reports ready, send it a few requests of zeros shaped from its config, for at most 2 s,"
+                    + " only where its backend declares its execute free of side effects (ONNX Runtime does; a Python model.py cannot): no model"
+                    + " with user code receives a request it did not ask for. They reach no statistics, metrics or cache; a model's parameter"
+                    + " builtin_warmup (true, false or a count) opts in or out (default: ${DEFAULT-VALUE}).")
     boolean builtinWarmup;
+
+    @Option(names = "--own-warmup-ms", paramLabel = "<ms>", defaultValue = "1000", converter = Converters.Count.class,
+            description = "Before ready, warm the request path that every model of a backend shares with a model of the backend's own (the Python"
+                    + " backend ships one), for this long; no user model receives a request, and nothing reaches statistics or metrics. 0: off"
+                    + " (default: ${DEFAULT-VALUE}).")
+    int ownWarmupMillis;
 
     @Option(names = "--max-instances-per-model", paramLabel = "<n>", defaultValue = "64", converter = Converters.PositiveCount.class,
             description = "Instances one model may ask for (instance_group count); a config above it fails to load (default: ${DEFAULT-VALUE}).")
@@ -241,6 +249,10 @@ final class ServeCommand implements Callable<Integer> {
         builder.serverName(serverName);
         builder.defaultMaxQueueSize(defaultMaxQueueSize).maxInstancesPerModel(maxInstancesPerModel).maxInstancesPerHost(maxInstancesPerHost)
                 .builtinWarmup(builtinWarmup);
+        if (ownWarmupMillis > 60_000) {
+            throw new ParameterException(spec.commandLine(), "--own-warmup-ms " + ownWarmupMillis + " is over a minute; give 0 (off) to 60000");
+        }
+        builder.ownWarmup(Duration.ofMillis(ownWarmupMillis));
         if (memoryBudgetBytes != null) {
             builder.memoryBudget(memoryBudgetBytes);
         }

@@ -23,7 +23,7 @@ import java.util.Set;
  *
  * <p>{@link #DEFAULT} is permissive, so a plugin that declares nothing behaves as before:
  * no platforms, no file names, CPU placement, batching and decoupled allowed (the backend
- * checks them itself). Immutable and thread-safe; build one with {@link #builder()}.
+ * checks them itself), and its models' {@code execute} assumed to have side effects. Immutable and thread-safe; build one with {@link #builder()}.
  */
 public final class BackendCapabilities {
     /** What a backend that declares nothing gets; see the class comment. */
@@ -35,6 +35,8 @@ public final class BackendCapabilities {
     private final boolean batching;
     private final boolean decoupled;
     private final boolean childRequests;
+    private final boolean sideEffectFreeExecute;
+    private final @org.jspecify.annotations.Nullable WarmupModel warmupModel;
     private final Set<String> configSections;
 
     private BackendCapabilities(Builder b) {
@@ -44,6 +46,8 @@ public final class BackendCapabilities {
         this.batching = b.batching;
         this.decoupled = b.decoupled;
         this.childRequests = b.childRequests;
+        this.sideEffectFreeExecute = b.sideEffectFreeExecute;
+        this.warmupModel = b.warmupModel;
         this.configSections = Set.copyOf(b.configSections);
     }
 
@@ -96,6 +100,29 @@ public final class BackendCapabilities {
     }
 
     /**
+     * Whether every model of this backend computes its outputs from its inputs and nothing else:
+     * {@code execute} writes nowhere, calls nothing outside the process and keeps no state between
+     * requests (an ONNX Runtime session, a compiled graph). Only then may the host send a model a
+     * request that no client and no {@code model_warmup} of its own asked for: its built-in warm-up
+     * (R1). False by default: a backend that runs user code (a Python {@code model.py}) can promise
+     * nothing of the kind, and its models are warmed only when their config asks for it.
+     */
+    @Experimental
+    public boolean sideEffectFreeExecute() {
+        return sideEffectFreeExecute;
+    }
+
+    /**
+     * The model this backend owns to warm its own request path with ({@link WarmupModel}); empty by
+     * default (the host then warms nothing of this backend: user models are never sent requests
+     * they did not ask for).
+     */
+    @Experimental
+    public java.util.Optional<WarmupModel> warmupModel() {
+        return java.util.Optional.ofNullable(warmupModel);
+    }
+
+    /**
      * Top-level Triton {@code config.pbtxt} sections the core does not model but this backend
      * reads itself (e.g. {@code optimization}); the core accepts them for this backend's models
      * instead of refusing them. Empty by default.
@@ -109,18 +136,18 @@ public final class BackendCapabilities {
     public boolean equals(Object o) {
         return o instanceof BackendCapabilities c && platforms.equals(c.platforms) && modelFileNames.equals(c.modelFileNames)
                 && preferredInstanceKind == c.preferredInstanceKind && batching == c.batching && decoupled == c.decoupled && childRequests == c.childRequests
-                && configSections.equals(c.configSections);
+                && sideEffectFreeExecute == c.sideEffectFreeExecute && Objects.equals(warmupModel, c.warmupModel) && configSections.equals(c.configSections);
     }
 
     @Override
     public int hashCode() {
-        return Objects.hash(platforms, modelFileNames, preferredInstanceKind, batching, decoupled, childRequests, configSections);
+        return Objects.hash(platforms, modelFileNames, preferredInstanceKind, batching, decoupled, childRequests, sideEffectFreeExecute, configSections);
     }
 
     @Override
     public String toString() {
         return "BackendCapabilities[platforms=" + platforms + ", modelFileNames=" + modelFileNames + ", preferredInstanceKind="
-                + preferredInstanceKind + ", batching=" + batching + ", decoupled=" + decoupled + ", childRequests=" + childRequests + ", configSections=" + configSections + "]";
+                + preferredInstanceKind + ", batching=" + batching + ", decoupled=" + decoupled + ", childRequests=" + childRequests + ", sideEffectFreeExecute=" + sideEffectFreeExecute + ", configSections=" + configSections + "]";
     }
 
     /** Builds {@link BackendCapabilities}; not thread-safe. */
@@ -131,6 +158,8 @@ public final class BackendCapabilities {
         private boolean batching = true;
         private boolean decoupled = true;
         private boolean childRequests = true;
+        private boolean sideEffectFreeExecute;
+        private @org.jspecify.annotations.Nullable WarmupModel warmupModel;
         private final Set<String> configSections = new LinkedHashSet<>();
 
         private Builder() {
@@ -183,6 +212,20 @@ public final class BackendCapabilities {
         /** Whether the backend's models may start child requests (BLS); see {@link BackendCapabilities#childRequests()}. */
         public Builder childRequests(boolean v) {
             childRequests = v;
+            return this;
+        }
+
+        /** Whether the backend's models' execute is free of side effects; see {@link BackendCapabilities#sideEffectFreeExecute()}. */
+        @Experimental
+        public Builder sideEffectFreeExecute(boolean v) {
+            sideEffectFreeExecute = v;
+            return this;
+        }
+
+        /** The model the host warms this backend's own request path with; see {@link BackendCapabilities#warmupModel()}. */
+        @Experimental
+        public Builder warmupModel(WarmupModel v) {
+            warmupModel = requireNonNull(v, "warmupModel is null");
             return this;
         }
 

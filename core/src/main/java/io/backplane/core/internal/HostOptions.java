@@ -16,7 +16,7 @@ public record HostOptions(List<Path> repositories, List<Path> backendsDirectorie
         Duration pollInterval, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax,
         Map<String, Map<String, String>> backendOptions, List<BackendFactory> backends, List<BatcherFactory> batchers,
         List<CodeModel> codeModels, Ticker ticker, List<HostListener> listeners, ClassLoader hostClassLoader, boolean callerRuns,
-        long responseCacheBytes, Limits limits, boolean builtinWarmup) {
+        long responseCacheBytes, Limits limits, boolean builtinWarmup, Duration ownWarmup) {
 
     public HostOptions {
         repositories = List.copyOf(repositories);

@@ -77,6 +77,9 @@ public final class HostRuntime {
             case EXPLICIT -> options.initialModels();
         };
         loadAll(toLoad);
+        if (!options.ownWarmup().isZero()) {
+            registry.warmOwnPaths(options.ownWarmup());
+        }
         if (options.controlMode() == ModelControlMode.POLL) {
             ScheduledExecutorService p = Executors.newSingleThreadScheduledExecutor(r -> Thread.ofPlatform().daemon().name("backplane-repository-poll").unstarted(r));
             long every = Math.max(1, options.pollInterval().toMillis());

@@ -12,7 +12,9 @@ import org.slf4j.LoggerFactory;
 /**
  * The host's listeners as one: every call fans out to each registered listener, and a listener
  * that throws is logged and skipped, never reaching the request or worker that reported the
- * event (B8). Listeners may be added while requests run. Thread-safe.
+ * event (B8). Listeners may be added while requests run. Thread-safe. Nothing of the host's own
+ * warm-up models ({@link ModelRegistry#warmOwnPaths}) reaches them: no statistics or metrics of a
+ * model no client can see.
  */
 final class Listeners implements HostListener {
     private static final Logger log = LoggerFactory.getLogger(Listeners.class);
@@ -27,6 +29,10 @@ final class Listeners implements HostListener {
         targets.add(requireNonNull(l, "listener is null"));
     }
 
+    private static boolean hidden(String model) {
+        return model.startsWith(ModelRegistry.OWN_WARMUP_PREFIX);
+    }
+
     private void each(Consumer<HostListener> call) {
         for (HostListener l : targets) {
             try {
@@ -39,56 +45,89 @@ final class Listeners implements HostListener {
 
     @Override
     public void versionLoaded(String model, long version) {
+        if (hidden(model)) {
+            return;
+        }
         each(l -> l.versionLoaded(model, version));
     }
 
     @Override
     public void versionLoaded(String model, long version, long loadNanos) {
+        if (hidden(model)) {
+            return;
+        }
         each(l -> l.versionLoaded(model, version, loadNanos));
     }
 
     @Override
     public void versionUnloaded(String model, long version) {
+        if (hidden(model)) {
+            return;
+        }
         each(l -> l.versionUnloaded(model, version));
     }
 
     @Override
     public void requestAccepted(String model, long version) {
+        if (hidden(model)) {
+            return;
+        }
         each(l -> l.requestAccepted(model, version));
     }
 
     @Override
     public void requestEnded(String model, long version, Outcome outcome, long queueNanos, long computeNanos) {
+        if (hidden(model)) {
+            return;
+        }
         each(l -> l.requestEnded(model, version, outcome, queueNanos, computeNanos));
     }
 
     @Override
     public void requestRejected(String model, Outcome outcome) {
+        if (hidden(model)) {
+            return;
+        }
         each(l -> l.requestRejected(model, outcome));
     }
 
     @Override
     public void batchExecuted(String model, long version, int requests, int batchSize) {
+        if (hidden(model)) {
+            return;
+        }
         each(l -> l.batchExecuted(model, version, requests, batchSize));
     }
 
     @Override
     public void instanceRestarted(String model, long version, String instance) {
+        if (hidden(model)) {
+            return;
+        }
         each(l -> l.instanceRestarted(model, version, instance));
     }
 
     @Override
     public void duplicateReleaseSuppressed(String model, long version) {
+        if (hidden(model)) {
+            return;
+        }
         each(l -> l.duplicateReleaseSuppressed(model, version));
     }
 
     @Override
     public void cacheLookup(String model, long version, boolean hit, long lookupNanos) {
+        if (hidden(model)) {
+            return;
+        }
         each(l -> l.cacheLookup(model, version, hit, lookupNanos));
     }
 
     @Override
     public void cacheInserted(String model, long version, long insertNanos) {
+        if (hidden(model)) {
+            return;
+        }
         each(l -> l.cacheInserted(model, version, insertNanos));
     }
 }

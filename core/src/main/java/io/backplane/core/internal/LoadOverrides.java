@@ -176,7 +176,8 @@ final class LoadOverrides implements AutoCloseable {
         Files.write(target, content, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS);
     }
 
-    private synchronized Path newFolder(String name) {
+    /** A new private folder under the root (created on first use, removed at close) for the files of model {@code name}. */
+    synchronized Path newFolder(String name) {
         if (closed) {
             throw BackplaneException.unavailable("the host is closing; model '" + name + "' cannot load");
         }

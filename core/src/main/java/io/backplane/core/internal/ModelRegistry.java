@@ -17,6 +17,8 @@ import io.backplane.spi.config.EnsembleScheduling;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.config.TensorConfig;
 import io.backplane.spi.host.LoadOverride;
+import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -164,7 +166,7 @@ public final class ModelRegistry {
                     }
                     for (long v : def.versions()) {
                         loaded.add(ModelVersion.load(name, v, config, def.directory(), backend, bctx, batcher, host,
-                                plugins.capabilities(backendName).childRequests()));
+                                plugins.capabilities(backendName)));
                     }
                 }
             } catch (Throwable t) {
@@ -594,6 +596,68 @@ public final class ModelRegistry {
             unloadEveryModel();
         } finally {
             overrides.close();
+        }
+    }
+
+    /** The prefix of the reserved names the host's own warm-up models load under ({@link #warmOwnPaths}). */
+    public static final String OWN_WARMUP_PREFIX = "backplane_own_warmup_";
+
+    /**
+     * Warms the request path every model of a backend shares (the core's admission, batcher and
+     * response path, the backend's transport, codec and hand-off) without a request to any user
+     * model (R1): for each backend that serves a loaded model and ships a
+     * {@link io.backplane.spi.WarmupModel}, loads that model under a reserved name outside the
+     * registry (no client, index, statistics, listener or metric ever sees it), sends it zeros for
+     * {@code budget} (the request still running then is cancelled), and unloads it. A failure is
+     * logged; the warm-up never fails the host. Interrupted: stops at once, unloading what it loaded.
+     */
+    public void warmOwnPaths(java.time.Duration budget) {
+        java.util.Set<String> backends = new java.util.TreeSet<>();
+        for (Entry e : entries.values()) {
+            for (ModelVersion v : e.versions.values()) {
+                backends.add(v.backendName());
+            }
+        }
+        for (String b : backends) {
+            if (Thread.currentThread().isInterrupted()) {
+                return;
+            }
+            plugins.capabilities(b).warmupModel().ifPresent(m -> warmOwnPath(b, m, budget));
+        }
+    }
+
+    private void warmOwnPath(String backendName, io.backplane.spi.WarmupModel model, java.time.Duration budget) {
+        String name = OWN_WARMUP_PREFIX + backendName.replaceAll("[^A-Za-z0-9_]", "_");
+        long started = System.nanoTime();
+        Path folder = null;
+        ModelVersion v = null;
+        try {
+            folder = overrides.newFolder(name);
+            for (Map.Entry<String, byte[]> f : model.versionFiles().entrySet()) {
+                Path target = folder.resolve("1").resolve(f.getKey()).normalize();
+                Files.createDirectories(target.getParent());
+                Files.write(target, f.getValue());
+            }
+            Backend backend = plugins.backend(backendName, name);
+            BackendContext bctx = plugins.contextFor(backendName);
+            ModelConfig config = validator.apply(model.config().toBuilder().name(name).parameter(Warmup.PARAMETER, "false").build());
+            v = ModelVersion.load(name, 1, config, folder, backend, bctx, plugins.batcher(batcherName(config), name), host,
+                    plugins.capabilities(backendName));
+            InferenceRequest request = Warmup.builtinRequest(config);
+            if (request == null) {
+                log.warn("backend '{}': its warm-up model '{}' has inputs zeros cannot be made for; its request path is not warmed", backendName, name);
+                return;
+            }
+            int sent = Warmup.runFor(name, request, v::admit, budget);
+            log.info("backend '{}': its own request path warmed with a model of its own ({} requests, {} ms in all); no user model received"
+                    + " a request", backendName, sent, java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started));
+        } catch (IOException | RuntimeException e) {
+            log.warn("backend '{}': warming its request path with its own model failed; models serve without it: {}", backendName, e.toString());
+        } finally {
+            if (v != null) {
+                v.unload(host.unloadTimeout());
+            }
+            LoadOverrides.delete(folder);
         }
     }
 

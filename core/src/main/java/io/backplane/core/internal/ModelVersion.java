@@ -68,6 +68,11 @@ final class ModelVersion {
     /** Instances taken from the host's caps; given back once when the version ends. */
     private int reservedInstances;
 
+    /** The name of the backend that serves it. */
+    String backendName() {
+        return context.backend().backendName();
+    }
+
     private ModelVersion(VersionContext context, CustomMetrics.Scope metrics, HostContext host, Classification classes) {
         this.context = context;
         this.metrics = metrics;
@@ -102,21 +107,23 @@ final class ModelVersion {
      */
     public static ModelVersion load(String name, long version, ModelConfig config, Path modelDirectory, Backend backend,
             BackendContext backendContext, BatcherFactory batcherFactory, HostContext host) {
-        return load(name, version, config, modelDirectory, backend, backendContext, batcherFactory, host, true);
+        return load(name, version, config, modelDirectory, backend, backendContext, batcherFactory, host, io.backplane.spi.BackendCapabilities.DEFAULT);
     }
 
     /**
      * As {@link #load(String, long, ModelConfig, Path, Backend, BackendContext, BatcherFactory, HostContext)};
-     * {@code childRequests}: whether the backend's models may start child requests
-     * ({@link io.backplane.spi.BackendCapabilities#childRequests()}). Only when they may not does a
-     * worker of another model run this model's ensemble steps itself ({@link StepTrampoline}).
+     * {@code capabilities}: the backend's. Only when its models may not start child requests
+     * ({@link io.backplane.spi.BackendCapabilities#childRequests()}) does a worker of another model
+     * run this model's ensemble steps itself ({@link StepTrampoline}); only when their execute is
+     * free of side effects do they get the built-in warm-up without asking (R1, {@link Warmup}).
      */
     public static ModelVersion load(String name, long version, ModelConfig config, Path modelDirectory, Backend backend,
-            BackendContext backendContext, BatcherFactory batcherFactory, HostContext host, boolean childRequests) {
+            BackendContext backendContext, BatcherFactory batcherFactory, HostContext host, io.backplane.spi.BackendCapabilities capabilities) {
+        boolean childRequests = capabilities.childRequests();
         long started = System.nanoTime();
         long executeTimeout = executeTimeout(config);
         Classification classes = Classification.load(config, modelDirectory);
-        List<Warmup.Sample> warmup = Warmup.of(config, modelDirectory, host.builtinWarmup());
+        List<Warmup.Sample> warmup = Warmup.of(config, modelDirectory, host.builtinWarmup(), capabilities.sideEffectFreeExecute());
         CustomMetrics.Scope metrics = host.customMetrics().scope("model '" + name + "' version " + version);
         ModelVersion v = new ModelVersion(new VersionContext(name, version, config, modelDirectory, backendContext, metrics), metrics, host, classes);
         List<InstanceSlot> callerRuns = List.of();
@@ -259,7 +266,8 @@ final class ModelVersion {
             java.util.function.BooleanSupplier composingReady, HostContext host) {
         long started = System.nanoTime();
         Classification classes = Classification.load(config, modelDirectory);
-        List<Warmup.Sample> warmup = Warmup.of(config, modelDirectory, host.builtinWarmup());
+        // an ensemble's steps may be models of any backend: its built-in warm-up runs only when its config asks for it
+        List<Warmup.Sample> warmup = Warmup.of(config, modelDirectory, host.builtinWarmup(), false);
         CustomMetrics.Scope metrics = host.customMetrics().scope("model '" + name + "' version " + version);
         BackendContext none = new BackendContext() {
             @Override

@@ -21,7 +21,6 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.BiFunction;
-import java.util.function.BooleanSupplier;
 import java.util.function.LongSupplier;
 import org.jspecify.annotations.Nullable;
 
@@ -32,15 +31,22 @@ import org.jspecify.annotations.Nullable;
  * version is published, so the model reports ready only after its warm-up ran. The first failing
  * sample fails the load, named.
  *
- * <p>A model without {@code model_warmup} gets the <em>built-in</em> warm-up when it is on (the
- * host's {@code builtinWarmup} option, {@code backplane serve --builtin-warmup}; the model parameter
- * {@value #PARAMETER} overrides it per model): one sample named {@value #BUILTIN} of zeros shaped
+ * <p>No user model receives a request that neither a client nor its own config asked for (<b>R1</b>):
+ * a model without {@code model_warmup} gets the <em>built-in</em> warm-up only when its config
+ * asks for it (the model parameter {@value #PARAMETER}: {@code true} or a count), or when its backend
+ * declares its execute free of side effects
+ * ({@link io.backplane.spi.BackendCapabilities#sideEffectFreeExecute()}: ONNX Runtime does, a Python
+ * {@code model.py} cannot) and the host's {@code builtinWarmup} option is on
+ * ({@code backplane serve --builtin-warmup}); {@value #PARAMETER} {@code false} turns it off for one
+ * model. The built-in warm-up is one sample named {@value #BUILTIN} of zeros shaped
  * from the config's inputs (a {@code -1} dimension and the batch dimension become 1, BYTES elements
  * are empty strings, optional inputs are left out), sent {@value #BUILTIN_COUNT} times. Where no
  * request can be made from the config (a sequence batcher's control inputs, a shape tensor) it is
  * skipped with a debug line. Its failure is logged and does not fail the load: the data is made
  * up, and a model may rightly refuse zeros; a {@code model_warmup} of the model's own fails it.
- * It is short: after its first request it stops once it ran {@link #BUILTIN_BUDGET}.
+ * It is bounded: readiness waits at most {@link #BUILTIN_BUDGET} for it, first request included; the
+ * request still running then is cancelled (the model sees {@code is_cancelled()}) and the model
+ * loads without the rest.
  *
  * <p>Warm-up requests ({@link Sink}, and the child requests they start) are invisible to the host's
  * listeners, so they reach neither statistics nor metrics, and never the response cache
@@ -57,12 +63,12 @@ final class Warmup {
     static final int BUILTIN_COUNT = 4;
     private static final int MAX_BUILTIN_COUNT = 10_000;
     /**
-     * How long the built-in sample may keep sending: after the first request, it stops once its
-     * requests took this long, so a model that takes seconds a request (a large one, or one that
-     * sleeps) delays its ready by one request, not by {@value #BUILTIN_COUNT}. A model's own
-     * {@code model_warmup} always runs in full.
+     * How long the built-in sample may delay ready, all its requests together: a request still
+     * running when it passes is cancelled, and no further one is sent. A model that takes seconds a
+     * request (a large one, or a decoupled one that keeps its sender) delays its ready by this, not
+     * by {@value #BUILTIN_COUNT} requests. A model's own {@code model_warmup} always runs in full.
      */
-    static final Duration BUILTIN_BUDGET = Duration.ofSeconds(1);
+    static final Duration BUILTIN_BUDGET = Duration.ofSeconds(2);
     private static final org.slf4j.Logger log = org.slf4j.LoggerFactory.getLogger(Warmup.class);
 
     /**
@@ -78,17 +84,18 @@ final class Warmup {
 
     /**
      * The warm-up of a version: its {@code model_warmup} samples, or else the built-in sample when
-     * it is on for this model ({@code hostDefault}, overridden by the parameter {@value #PARAMETER}).
+     * this model asks for it (the parameter {@value #PARAMETER}), or when its backend's execute is
+     * free of side effects ({@code sideEffectFree}) and {@code hostDefault} is on.
      *
      * @throws BackplaneException INVALID_ARGUMENT naming the sample and input when data cannot be
      *     made, or a bad {@value #PARAMETER} value
      */
-    static List<Sample> of(ModelConfig config, Path modelDirectory, boolean hostDefault) {
+    static List<Sample> of(ModelConfig config, Path modelDirectory, boolean hostDefault, boolean sideEffectFree) {
         List<Sample> own = samples(config, modelDirectory);
         if (!own.isEmpty()) {
             return own;
         }
-        int count = builtinCount(config, hostDefault);
+        int count = builtinCount(config, hostDefault && sideEffectFree);
         if (count == 0) {
             return List.of();
         }
@@ -96,11 +103,11 @@ final class Warmup {
         return r == null ? List.of() : List.of(new Sample(BUILTIN, r, count, true));
     }
 
-    /** 0 when off, else how many times the built-in sample runs. */
-    static int builtinCount(ModelConfig config, boolean hostDefault) {
+    /** 0 when off, else how many times the built-in sample runs; {@code byDefault}: when the model's config says nothing. */
+    static int builtinCount(ModelConfig config, boolean byDefault) {
         String v = config.parameters().get(PARAMETER);
         if (v == null || v.isBlank()) {
-            return hostDefault ? BUILTIN_COUNT : 0;
+            return byDefault ? BUILTIN_COUNT : 0;
         }
         String t = v.trim().toLowerCase(java.util.Locale.ROOT);
         switch (t) {
@@ -303,51 +310,90 @@ final class Warmup {
 
     /** {@link #run(String, List, BiFunction)} with the clock that bounds the built-in sample ({@link #BUILTIN_BUDGET}). */
     static void run(String model, List<Sample> samples, BiFunction<InferenceRequest, ResponseSink, RequestState> admit, LongSupplier nanoClock) {
+        run(model, samples, admit, nanoClock, BUILTIN_BUDGET);
+    }
+
+    /** As above, with the built-in sample's budget (tests). */
+    static void run(String model, List<Sample> samples, BiFunction<InferenceRequest, ResponseSink, RequestState> admit, LongSupplier nanoClock,
+            Duration budget) {
         for (Sample s : samples) {
             if (s.builtIn()) {
                 try {
                     long start = nanoClock.getAsLong();
-                    int sent = runSample(model, s, admit, () -> nanoClock.getAsLong() - start >= BUILTIN_BUDGET.toNanos());
+                    LongSupplier left = () -> budget.toNanos() - (nanoClock.getAsLong() - start);
+                    int sent = runSample(model, s, admit, left);
                     if (sent < s.count()) {
-                        log.info("model '{}': the built-in warm-up stopped after {} of {} requests ({} ms, over its {} ms budget); a"
+                        log.info("model '{}': the built-in warm-up stopped after {} of {} requests ({} ms, its budget is {} ms{}); a"
                                 + " model_warmup of the model's own runs in full", model, sent, s.count(),
-                                TimeUnit.NANOSECONDS.toMillis(nanoClock.getAsLong() - start), BUILTIN_BUDGET.toMillis());
+                                TimeUnit.NANOSECONDS.toMillis(nanoClock.getAsLong() - start), budget.toMillis(),
+                                sent == 0 ? ": its first request was cancelled" : "");
                     }
                 } catch (BackplaneException e) {
                     log.warn("{}; the model loads without it (switch it off with parameters {{ key: \"{}\" value: {{ string_value: \"false\" }} }},"
                             + " or give it a model_warmup)", e.getMessage(), PARAMETER);
                 }
             } else {
-                runSample(model, s, admit, () -> false);
+                runSample(model, s, admit, null);
             }
         }
     }
 
-    /** Sends the sample's requests one at a time until {@code count} or, after the first, until {@code enough}; how many it sent. */
-    private static int runSample(String model, Sample s, BiFunction<InferenceRequest, ResponseSink, RequestState> admit, BooleanSupplier enough) {
+    /**
+     * Sends {@code request} through {@code admit} again and again, one at a time, until
+     * {@code budget} has passed (the request still running then is cancelled); how many completed.
+     * The host's own warm-up ({@link ModelRegistry#warmOwnPaths}).
+     *
+     * @throws BackplaneException when a request fails
+     */
+    static int runFor(String model, InferenceRequest request, BiFunction<InferenceRequest, ResponseSink, RequestState> admit, Duration budget) {
+        long start = System.nanoTime();
+        return runSample(model, new Sample(BUILTIN, request, Integer.MAX_VALUE, true), admit, () -> budget.toNanos() - (System.nanoTime() - start));
+    }
+
+    /**
+     * Sends the sample's requests one at a time until {@code count} or until the budget that
+     * {@code left} tells (nanoseconds; null: none) is used up; a request still running then is
+     * cancelled and not counted. How many requests it completed.
+     */
+    private static int runSample(String model, Sample s, BiFunction<InferenceRequest, ResponseSink, RequestState> admit, @Nullable LongSupplier left) {
         {
             for (int i = 0; i < s.count(); i++) {
-                if (i > 0 && enough.getAsBoolean()) {
+                if (left != null && left.getAsLong() <= 0) {
                     return i;
                 }
                 CompletableFuture<@Nullable Void> done = new CompletableFuture<>();
                 ResponseSink sink = new Sink(done);
-                RequestState r;
+                @Nullable RequestState r;
                 try {
                     r = admit.apply(s.request(), sink);
                 } catch (BackplaneException e) {
                     throw failed(model, s, e);
                 }
                 try {
-                    done.get(TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+                    if (left == null) {
+                        done.get(TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+                    } else {
+                        try {
+                            done.get(Math.max(0, left.getAsLong()), TimeUnit.NANOSECONDS);
+                        } catch (TimeoutException e) {
+                            if (r != null) {
+                                r.cancel(); // the budget is spent: the model sees the cancellation, ready waits no longer
+                            }
+                            return i;
+                        }
+                    }
                 } catch (ExecutionException e) {
                     throw failed(model, s, e.getCause());
                 } catch (TimeoutException e) {
-                    r.cancel();
+                    if (r != null) {
+                        r.cancel();
+                    }
                     throw failed(model, s, new BackplaneException(ErrorCode.DEADLINE_EXCEEDED, "no response within " + TIMEOUT.toSeconds() + " s"));
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
-                    r.cancel();
+                    if (r != null) {
+                        r.cancel();
+                    }
                     throw failed(model, s, new BackplaneException(ErrorCode.CANCELLED, "interrupted"));
                 }
             }

@@ -10,8 +10,9 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 
 /**
- * The built-in warm-up is short: after its first request it stops once {@link Warmup#BUILTIN_BUDGET}
- * has passed, where a model's own {@code model_warmup} runs every request. The clock is the test's:
+ * The built-in warm-up is bounded: it sends no request once {@link Warmup#BUILTIN_BUDGET} has passed
+ * (a request still running then is cancelled: BuiltinWarmupTest), where a model's own
+ * {@code model_warmup} runs every request. The clock is the test's:
  * each request "takes" what the test says, nothing waits.
  */
 class WarmupBudgetTest {

@@ -33,7 +33,8 @@ import org.junit.jupiter.api.io.TempDir;
  * The built-in warm-up (a model without {@code model_warmup}: zeros shaped from its config) and
  * the rule for every warm-up: it runs through the version's instances before the load returns, and
  * nothing of it reaches statistics, the host's listeners (what the metrics plugin counts) or the
- * response cache.
+ * response cache. R1: no model receives it unless its backend declares its execute free of side
+ * effects or its own config asks for it; it never holds ready past its budget.
  */
 @Timeout(60)
 class BuiltinWarmupTest {
@@ -64,6 +65,11 @@ class BuiltinWarmupTest {
     }
 
     private BackplaneHost start(boolean builtinWarmup) {
+        return start(builtinWarmup, true);
+    }
+
+    private BackplaneHost start(boolean builtinWarmup, boolean sideEffectFree) {
+        backend.sideEffectFree = sideEffectFree;
         host = BackplaneHost.builder().backend(backend).modelRepository(repo).modelControlMode(ModelControlMode.EXPLICIT)
                 .builtinWarmup(builtinWarmup).responseCache(1 << 20).listener(new Recorder()).build();
         return host;
@@ -240,14 +246,67 @@ class BuiltinWarmupTest {
                 output [ { name: "Y" data_type: TYPE_FP32 dims: [ 2 ] } ]
                 ensemble_scheduling { step [ { model_name: "step" model_version: -1 input_map { key: "IN" value: "X" }
                                                output_map { key: "OUT" value: "Y" } } ] }
+                parameters { key: "builtin_warmup" value: { string_value: "true" } }
                 """);
         BackplaneHost h = start(true);
 
         h.load("ens");
 
-        assertEquals(4, seen.size(), "the ensemble's built-in warm-up ran through its step");
+        assertEquals(4, seen.size(), "the ensemble's built-in warm-up (asked for by its config) ran through its step");
         assertEquals(0, inferences(h, "ens"));
         assertEquals(0, inferences(h, "step"), "the steps of a warm-up request are warm-up too");
         assertEquals(List.of(), events);
+    }
+
+    /**
+     * R1: a backend that runs user code (it does not declare its execute free of side effects) gets
+     * no request at load that no client and no config asked for, whatever the host's default: a model
+     * that counts its requests, raises on zeros or keeps its sender sees nothing.
+     */
+    @Test
+    void builtin_neverReachesAModelWithSideEffects_unlessItsConfigAsksForIt() throws Exception {
+        model("counts", "input [ { name: \"IN\" data_type: TYPE_FP32 dims: [ 2 ] } ]\noutput [ { name: \"OUT\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n");
+        model("asks", "input [ { name: \"IN\" data_type: TYPE_FP32 dims: [ 2 ] } ]\noutput [ { name: \"OUT\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
+                + "parameters { key: \"builtin_warmup\" value: { string_value: \"true\" } }\n");
+        echo("counts");
+        echo("asks");
+        BackplaneHost h = start(true, false);
+
+        h.load("counts");
+        assertTrue(h.isModelReady("counts"));
+        assertEquals(0, seen.size(), "a model with side effects received a request nobody sent");
+        h.load("asks");
+        assertEquals(4, seen.size(), "its config opted in");
+        assertTrue(seen.stream().allMatch(r -> r.request().id().equals("warmup-builtin")));
+    }
+
+    /**
+     * Ready never waits past the budget: a model whose first warm-up request never ends (a decoupled
+     * model that keeps its sender, a model that sleeps on zeros) is cancelled when the budget passes
+     * (it sees {@code isCancelled}) and loads; before, ready waited for the 2-minute warm-up timeout,
+     * past this class's 60 s limit.
+     */
+    @Test
+    void builtin_requestStillRunningAtTheBudget_isCancelled_andTheModelLoads() throws Exception {
+        model("keeps", "model_transaction_policy { decoupled: true }\n"
+                + "input [ { name: \"IN\" data_type: TYPE_FP32 dims: [ 2 ] } ]\noutput [ { name: \"OUT\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
+                + "parameters { key: \"builtin_warmup\" value: { string_value: \"true\" } }\n");
+        java.util.concurrent.CompletableFuture<ScheduledRequest> held = new java.util.concurrent.CompletableFuture<>();
+        backend.on("keeps", (batch, inst) -> {
+            for (ScheduledRequest r : batch) {
+                seen.add(r);
+                held.complete(r); // keeps its sender: never sends FINAL itself
+            }
+        });
+        BackplaneHost h = start(true, false);
+
+        h.load("keeps");
+
+        assertTrue(h.isModelReady("keeps"), "ready once the budget passed");
+        ScheduledRequest r = held.get(10, TimeUnit.SECONDS);
+        assertTrue(r.isCancelled(), "the warm-up request still running at the budget is cancelled");
+        assertEquals(1, seen.size(), "no further warm-up request after the budget");
+        r.sender().sendFinal(InferenceResponse.of(List.of()));
+        assertEquals(List.of(), events, "nothing of it reaches the listeners");
     }
 }

@@ -50,6 +50,10 @@ public final class ScriptedBackend implements BackendFactory {
     public volatile RuntimeException failCreateInstance;
     public volatile RuntimeException failClose;
     public volatile boolean ready = true;
+    /** What {@link #capabilities()} declares of its models' execute (R1: only then the built-in warm-up runs without asking). */
+    public volatile boolean sideEffectFree;
+    /** What {@link #capabilities()} declares as the backend's own warm-up model; null: none. */
+    public volatile io.backplane.spi.WarmupModel warmupModel;
     /** The instances' own readiness check ({@link ModelInstance#checkReady()}); null: they have none. */
     public volatile java.util.function.Supplier<java.util.concurrent.CompletionStage<Boolean>> readyCheck;
     /** When set, createInstance counts it down... then blocks (interruptibly) until {@link #releaseCreate} opens. */
@@ -79,6 +83,13 @@ public final class ScriptedBackend implements BackendFactory {
 
     public static long tagOf(InferenceResponse r) {
         return r.output("OUT").toLongArray()[0];
+    }
+
+    @Override
+    public io.backplane.spi.BackendCapabilities capabilities() {
+        io.backplane.spi.BackendCapabilities.Builder b = io.backplane.spi.BackendCapabilities.builder().sideEffectFreeExecute(sideEffectFree);
+        io.backplane.spi.WarmupModel w = warmupModel;
+        return (w == null ? b : b.warmupModel(w)).build();
     }
 
     @Override

@@ -30,11 +30,15 @@ public final class OnnxBackendFactory implements BackendFactory {
         return Set.of("onnxruntime");
     }
 
-    /** Triton's ONNX platform and {@code model.onnx}; CPU; batches; not decoupled; reads {@code optimization} (graph level, accelerators). */
+    /**
+     * Triton's ONNX platform and {@code model.onnx}; CPU; batches; not decoupled; an ONNX Runtime
+     * session computes outputs from inputs alone (side-effect free: the built-in warm-up may run);
+     * reads {@code optimization} (graph level, accelerators).
+     */
     @Override
     public BackendCapabilities capabilities() {
         return BackendCapabilities.builder().platforms("onnxruntime_onnx").modelFileNames("model.onnx").preferredInstanceKind(InstanceKind.CPU)
-                .batching(true).decoupled(false).childRequests(false).configSections("optimization").build();
+                .batching(true).decoupled(false).childRequests(false).sideEffectFreeExecute(true).configSections("optimization").build();
     }
 
     @Override
