@@ -4,7 +4,15 @@ import ai.onnxruntime.OrtEnvironment;
 import ai.onnxruntime.OrtLoggingLevel;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.ErrorCode;
+import java.io.IOException;
 import java.nio.ByteOrder;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.stream.Stream;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -18,6 +26,13 @@ import org.slf4j.LoggerFactory;
  * directory one class loader for its whole life, so the library loads once per host, and
  * unloading and loading models again never reloads it: the environment below is created once and
  * never closed (ORT documents that an environment lives until the process ends).
+ *
+ * <p><b>The extracted files.</b> ORT only marks that directory {@code deleteOnExit}, which a JVM
+ * that ends by {@code Runtime.halt} (as {@code backplane serve} does after a signal) or by a
+ * SIGKILL never runs: every process would leave about 22 MB in {@code java.io.tmpdir}. Once the
+ * environment exists both libraries are mapped, so {@link #removeExtractedLibraries} unlinks them
+ * and their directory at once (Linux keeps a mapped file's pages until the process ends; where
+ * there is no {@code /proc/self/maps} the files stay for {@code deleteOnExit}).
  *
  * <p><b>Two class loaders.</b> A JNI library binds to one class loader: loading the same file
  * path from a second loader fails with "already loaded in another classloader". Because ORT
@@ -65,9 +80,52 @@ final class Ort {
                 }
                 LOG.info("ONNX Runtime {} loaded in class loader {} (providers {})", environment.getVersion(),
                         Ort.class.getClassLoader(), OrtEnvironment.getAvailableProviders());
+                removeExtractedLibraries(Path.of("/proc/self/maps"));
             }
             return environment;
         }
+    }
+
+    /**
+     * Deletes the {@code onnxruntime-java*} directories whose {@code libonnxruntime*} files
+     * {@code maps} (a {@code /proc/PID/maps}) shows mapped, with the files in them; returns them.
+     * Never throws: what cannot be deleted is logged and left to {@code deleteOnExit}.
+     */
+    static List<Path> removeExtractedLibraries(Path maps) {
+        Set<Path> dirs = new TreeSet<>();
+        try {
+            if (!Files.isReadable(maps)) {
+                return List.of();
+            }
+            for (String line : Files.readAllLines(maps)) {
+                int slash = line.indexOf('/');
+                if (slash < 0) {
+                    continue;
+                }
+                Path lib = Path.of(line.substring(slash).replace(" (deleted)", ""));
+                Path dir = lib.getParent();
+                if (lib.getFileName().toString().startsWith("libonnxruntime") && dir != null && dir.getFileName().toString().startsWith("onnxruntime-java")) {
+                    dirs.add(dir);
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            LOG.warn("could not read {} to find ONNX Runtime's extracted libraries ({}); they stay until the JVM exits normally", maps, e.toString());
+            return List.of();
+        }
+        List<Path> removed = new ArrayList<>();
+        for (Path dir : dirs) {
+            try (Stream<Path> files = Files.list(dir)) {
+                for (Path f : files.toList()) {
+                    Files.deleteIfExists(f);
+                }
+                Files.deleteIfExists(dir);
+                removed.add(dir);
+            } catch (IOException e) {
+                LOG.warn("could not delete ONNX Runtime's extracted libraries in {} ({}); they stay until the JVM exits normally", dir, e.toString());
+            }
+        }
+        LOG.debug("deleted ONNX Runtime's extracted libraries (mapped, so still in use): {}", removed);
+        return removed;
     }
 
     /** ORT's version, loading it if needed. */
