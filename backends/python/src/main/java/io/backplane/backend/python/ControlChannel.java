@@ -14,7 +14,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The control socket of one stub generation and its frame format ({@code u32 length, u8 type,
- * payload}, little-endian; the layout is {@link Wire}'s and {@code backplane_stub.py}'s).
+ * payload}, little-endian; the layout is {@link Wire}'s and {@code backplane_wire.py}'s;
+ * {@code backplane_channel.py} is the stub's side).
  *
  * <p>Owns <b>P9</b>'s first half: after start-up only the writer thread writes, so no caller blocks
  * on the socket and no lock is held across a write; {@link #trySend} only queues. Frames read are

@@ -13,7 +13,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * The execution messages in shared memory (mirrors {@code backplane_stub.py}): a request's entry of
+ * The execution messages in shared memory (mirrors {@code backplane_codec.py}): a request's entry of
  * an execution message (its inputs copied into host blocks), the message header, the result
  * header, and a response's outputs read back from the stub's chunks. Stateless.
  *

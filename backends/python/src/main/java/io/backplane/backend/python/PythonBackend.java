@@ -25,8 +25,9 @@ import org.slf4j.LoggerFactory;
  */
 final class PythonBackend implements Backend {
     private static final Logger log = LoggerFactory.getLogger(PythonBackend.class);
-    static final List<String> STUB_FILES = List.of("backplane_stub.py", "triton_python_backend_utils.py", "backplane_execute.py",
-            "backplane_dlpack.py", "backplane_model_config.py", "backplane_bls.py", "backplane_readiness.py", "backplane_template.py");
+    static final List<String> STUB_FILES = List.of("backplane_stub.py", "backplane_wire.py", "backplane_channel.py",
+            "backplane_shm.py", "backplane_codec.py", "triton_python_backend_utils.py", "backplane_execute.py", "backplane_dlpack.py",
+            "backplane_model_config.py", "backplane_bls.py", "backplane_readiness.py", "backplane_template.py");
 
     /** The prefix of the socket folders, marked with their owner ({@link OwnedDirectory}). */
     static final String SOCKET_PREFIX = "bp-py-";

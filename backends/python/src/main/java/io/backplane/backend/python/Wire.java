@@ -9,7 +9,7 @@ import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.Map;
 
-/** The stub protocol's constants and little-endian encoders/decoders (mirrors backplane_stub.py). */
+/** The stub protocol's constants and little-endian encoders/decoders (mirrors backplane_wire.py). */
 final class Wire {
     private Wire() {
     }
