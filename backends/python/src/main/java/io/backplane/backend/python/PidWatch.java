@@ -155,8 +155,8 @@ final class PidWatch {
     }
 
     private static void pollLoop(Natives n) {
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment scratch = arena.allocate(8, 8);
+        try (Arena threadArena = Arena.ofConfined()) {
+            MemorySegment scratch = threadArena.allocate(8, 8);
             while (true) {
                 int[] fds;
                 int wake;
@@ -170,38 +170,9 @@ final class PidWatch {
                     fds = WATCHED.keySet().stream().mapToInt(Integer::intValue).toArray();
                     wake = wakeFd;
                 }
-                int count = fds.length + (wake >= 0 ? 1 : 0);
-                MemorySegment pfds = arena.allocate(8L * count, 8);
-                for (int k = 0; k < fds.length; k++) {
-                    pfds.set(ValueLayout.JAVA_INT, 8L * k, fds[k]);
-                    pfds.set(ValueLayout.JAVA_SHORT, 8L * k + 4, (short) POLLIN);
-                }
-                if (wake >= 0) {
-                    pfds.set(ValueLayout.JAVA_INT, 8L * fds.length, wake);
-                    pfds.set(ValueLayout.JAVA_SHORT, 8L * fds.length + 4, (short) POLLIN);
-                }
-                // without an eventfd (it failed), wake every 100 ms to pick up new pidfds
-                int ready = (int) n.poll.invokeExact(pfds, (long) count, wake >= 0 ? -1 : 100);
-                if (ready <= 0) {
-                    continue; // EINTR, or the fallback's time-out
-                }
-                if (wake >= 0 && pfds.get(ValueLayout.JAVA_SHORT, 8L * fds.length + 6) != 0) {
-                    long ignored = (long) n.read.invokeExact(wake, scratch, 8L);
-                }
-                List<Watched> ended = new ArrayList<>();
-                for (int k = 0; k < fds.length; k++) {
-                    if (pfds.get(ValueLayout.JAVA_SHORT, 8L * k + 6) != 0) {
-                        synchronized (LOCK) {
-                            Watched w = WATCHED.remove(fds[k]);
-                            if (w != null) {
-                                ended.add(w);
-                            }
-                        }
-                        closeFd(n, fds[k]);
-                    }
-                }
-                for (Watched w : ended) {
-                    w.exit.complete(zombieStatus(w.pid));
+                // an arena per round: one that lived as long as the thread would keep every round's array
+                try (Arena round = Arena.ofConfined()) {
+                    pollOnce(n, round, fds, wake, scratch);
                 }
             }
         } catch (Throwable e) {
@@ -214,6 +185,43 @@ final class PidWatch {
                 poller = null;
             }
             left.forEach(w -> w.exit.completeExceptionally(e));
+        }
+    }
+
+    /** One poll over {@code fds} and the wake-up descriptor; completes the watches of the processes that ended. */
+    private static void pollOnce(Natives n, Arena arena, int[] fds, int wake, MemorySegment scratch) throws Throwable {
+        int count = fds.length + (wake >= 0 ? 1 : 0);
+        MemorySegment pfds = arena.allocate(8L * count, 8);
+        for (int k = 0; k < fds.length; k++) {
+            pfds.set(ValueLayout.JAVA_INT, 8L * k, fds[k]);
+            pfds.set(ValueLayout.JAVA_SHORT, 8L * k + 4, (short) POLLIN);
+        }
+        if (wake >= 0) {
+            pfds.set(ValueLayout.JAVA_INT, 8L * fds.length, wake);
+            pfds.set(ValueLayout.JAVA_SHORT, 8L * fds.length + 4, (short) POLLIN);
+        }
+        // without an eventfd (it failed), wake every 100 ms to pick up new pidfds
+        int ready = (int) n.poll.invokeExact(pfds, (long) count, wake >= 0 ? -1 : 100);
+        if (ready <= 0) {
+            return; // EINTR, or the fallback's time-out
+        }
+        if (wake >= 0 && pfds.get(ValueLayout.JAVA_SHORT, 8L * fds.length + 6) != 0) {
+            long ignored = (long) n.read.invokeExact(wake, scratch, 8L);
+        }
+        List<Watched> ended = new ArrayList<>();
+        for (int k = 0; k < fds.length; k++) {
+            if (pfds.get(ValueLayout.JAVA_SHORT, 8L * k + 6) != 0) {
+                synchronized (LOCK) {
+                    Watched w = WATCHED.remove(fds[k]);
+                    if (w != null) {
+                        ended.add(w);
+                    }
+                }
+                closeFd(n, fds[k]);
+            }
+        }
+        for (Watched w : ended) {
+            w.exit.complete(zombieStatus(w.pid));
         }
     }
 
