@@ -80,11 +80,17 @@ final class JvmTemporaryFolder {
         return CLAIMED.get();
     }
 
-    /** Deletes the claimed folder and everything in it; idempotent, never throws. Call it last: nothing of the JVM's may use it after. */
-    static void removeClaimed() {
-        Path dir = CLAIMED.getAndSet(null);
+    /**
+     * Deletes the claimed folder and everything in it; idempotent, never throws. Call it last:
+     * nothing of the JVM's may use it after. Synchronized, and the folder forgotten only once it is
+     * gone: a caller that comes second (the shutdown hook about to halt, while the main thread
+     * removes it) returns only when the removal is complete.
+     */
+    static synchronized void removeClaimed() {
+        Path dir = CLAIMED.get();
         if (dir != null) {
             deleteTree(dir);
+            CLAIMED.set(null);
         }
     }
 
