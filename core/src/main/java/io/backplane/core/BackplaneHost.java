@@ -395,6 +395,11 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         return runtime.options().controlMode();
     }
 
+    /** How long {@link #close()} lets each model finish its open requests before it fails them (the builder's {@code unloadTimeout}). */
+    public Duration unloadTimeout() {
+        return runtime.options().unloadTimeout();
+    }
+
     /** Stops admission, unloads every model within its deadline, closes backends and plugins (L10). Idempotent. */
     @Override
     public void close() {

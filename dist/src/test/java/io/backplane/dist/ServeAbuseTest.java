@@ -143,7 +143,10 @@ class ServeAbuseTest {
 
         Serve(String name, String... models) throws Exception {
             log = dir.resolve(name + ".log");
-            List<String> cmd = new ArrayList<>(List.of("setsid", LAUNCHER.toString(), "serve", "--model-repository", repository().toString(),
+            // env --default-signal=INT: SIGINT at its default, as a terminal's shell starts a foreground job. A process
+            // started with SIGINT ignored (a background job of a script: how CI may run the build) keeps it ignored, and
+            // the JVM with it: the Ctrl-C below would then do nothing (issue 32).
+            List<String> cmd = new ArrayList<>(List.of("setsid", "env", "--default-signal=INT", LAUNCHER.toString(), "serve", "--model-repository", repository().toString(),
                     "--model-control-mode", "explicit", "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0",
                     "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1", "--metrics-address", "127.0.0.1", "--exit-timeout-secs", "3",
                     // the models sleep on purpose (30 s a request): no built-in warm-up, whose first request
@@ -157,7 +160,7 @@ class ServeAbuseTest {
             ProcessBuilder pb = new ProcessBuilder(cmd).directory(dir.toFile()).redirectErrorStream(true).redirectOutput(log.toFile());
             pb.environment().put("JAVA_OPTS", "-Xmx" + HEAP + " -Djava.io.tmpdir=" + tmp);
             process = pb.start();
-            pid = process.pid(); // setsid execs the launcher, which execs the JVM: one pid, leader of its own group
+            pid = process.pid(); // setsid execs env, which execs the launcher, which execs the JVM: one pid, leader of its own group
         }
 
         String output() throws IOException {
@@ -201,6 +204,9 @@ class ServeAbuseTest {
         }
 
         void signal(String signal, boolean group) throws Exception {
+            if (signal.equals("INT")) {
+                assertFalse(ignores(pid, 2), "the server ignores SIGINT (SigIgn in /proc/" + pid + "/status): a Ctrl-C cannot stop it");
+            }
             Process k = new ProcessBuilder("kill", "-" + signal, "--", (group ? "-" : "") + pid).redirectErrorStream(true).start();
             assertTrue(k.waitFor(30, TimeUnit.SECONDS) && k.exitValue() == 0, "kill -" + signal + " " + pid);
         }
@@ -238,6 +244,16 @@ class ServeAbuseTest {
             fds = f.count();
         }
         return new Usage(threads, fds, s.stubs().size(), shmFiles(s.pid).size(), names(tmp).size());
+    }
+
+    /** Whether process {@code pid} ignores signal {@code signal} (bit signal-1 of SigIgn in /proc/pid/status). */
+    private static boolean ignores(long pid, int signal) throws IOException {
+        for (String l : Files.readAllLines(Path.of("/proc", Long.toString(pid), "status"))) {
+            if (l.startsWith("SigIgn:")) {
+                return (Long.parseUnsignedLong(l.substring(7).trim(), 16) & (1L << (signal - 1))) != 0;
+            }
+        }
+        return false;
     }
 
     private static List<String> shmFiles(long pid) throws IOException {

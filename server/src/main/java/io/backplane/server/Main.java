@@ -26,8 +26,14 @@ public final class Main implements Runnable {
 
     /** Runs the command line and exits with its code (0 ok, 1 failure, 2 usage error). */
     public static void main(String[] args) {
-        int code = commandLine(Path.of("").toAbsolutePath(), home(), server -> {
-        }).execute(args);
+        JvmTemporaryFolder.claim(); // before any plugin loads: native libraries unpack into java.io.tmpdir
+        int code;
+        try {
+            code = commandLine(Path.of("").toAbsolutePath(), home(), server -> {
+            }).execute(args);
+        } finally {
+            JvmTemporaryFolder.removeClaimed();
+        }
         System.exit(code);
     }
 

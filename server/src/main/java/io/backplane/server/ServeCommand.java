@@ -269,14 +269,20 @@ final class ServeCommand implements Callable<Integer> {
         }
         log.info("Backplane {} starting: model repositories {}, model control mode {}, backends directories {}", BackplaneHost.VERSION, repositories,
                 mode.name().toLowerCase(Locale.ROOT), backends.isEmpty() ? "(none)" : backends);
+        if (ignoresSigint()) {
+            // The JVM keeps a SIGINT that was ignored when it started ignored (so does every program): a
+            // background job of a script (cmd &) starts that way, and Ctrl-C then cannot stop it.
+            log.info("SIGINT is ignored by this process (it was started with it ignored, e.g. as a background job of a script): "
+                    + "Ctrl-C does not stop the server; SIGTERM does");
+        }
         // The hook is in place before anything starts: a SIGTERM while models load cancels those
         // loads (the start then fails and closes what it started) and exits 0 once that is done.
         CountDownLatch startupDone = new CountDownLatch(1);
         AtomicReference<@Nullable Server> running = new AtomicReference<>();
         Thread starter = Thread.currentThread();
         Thread hook = Thread.ofPlatform().name("backplane-shutdown").unstarted(() -> {
-            boolean cancelledStart = startupDone.getCount() > 0;
             try {
+                boolean cancelledStart = startupDone.getCount() > 0;
                 if (cancelledStart) {
                     // models still load: cancel their loads (a stub starting is stopped), so the start fails fast and cleans up
                     log.info("shutdown requested while starting: cancelling the loads in progress");
@@ -286,19 +292,19 @@ final class ServeCommand implements Callable<Integer> {
                     log.warn("shutdown requested while still starting after {} s; exiting without draining", exitTimeoutSecs + 10L);
                     return;
                 }
+                Server s = running.get();
+                if (s == null && cancelledStart) {
+                    log.info("start cancelled by the shutdown; everything it started is closed");
+                    haltAfterCleanUp(0);
+                }
+                if (s != null) {
+                    // a signal asked for this stop and it went cleanly: exit 0 rather than 128 + signal
+                    haltAfterCleanUp(closeWithin(s, Duration.ofSeconds(exitTimeoutSecs).plus(Server.CLOSE_GRACE)) ? 0 : 1);
+                }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
-                return;
-            }
-            Server s = running.get();
-            if (s == null && cancelledStart) {
-                log.info("start cancelled by the shutdown; everything it started is closed");
-                Runtime.getRuntime().halt(0);
-            }
-            if (s != null) {
-                s.close();
-                // a signal asked for this stop and it went cleanly: exit 0 rather than 128 + signal
-                Runtime.getRuntime().halt(0);
+            } finally {
+                JvmTemporaryFolder.removeClaimed(); // the JVM exits after this hook: nothing uses the folder any more
             }
         });
         Runtime.getRuntime().addShutdownHook(hook);
@@ -337,6 +343,49 @@ final class ServeCommand implements Callable<Integer> {
             }
         }
         return 0;
+    }
+
+    /**
+     * Closes {@code s} on a thread of its own and waits at most {@code limit}: the shutdown is
+     * bounded whatever a frontend or a plugin does. False (with the stuck thread's stack in the log)
+     * when the close did not finish.
+     */
+    private static boolean closeWithin(Server s, Duration limit) throws InterruptedException {
+        Thread closer = Thread.ofPlatform().daemon().name("backplane-close").start(s::close);
+        if (closer.join(limit)) {
+            return true;
+        }
+        StringBuilder stack = new StringBuilder();
+        for (StackTraceElement e : closer.getStackTrace()) {
+            stack.append("\n\tat ").append(e);
+        }
+        log.error("the server did not close within {} (--exit-timeout-secs and {} for the models' and frontends' own clean-up); "
+                + "exiting with code 1 without it. The close was at:{}", limit, Server.CLOSE_GRACE, stack);
+        return false;
+    }
+
+    /**
+     * Removes the JVM's private temporary folder, then halts with {@code code}. Halting from the
+     * shutdown hook is what turns a signal's exit status (128 + signal) into {@code code}; it skips
+     * the JVM's delete-on-exit, whose files are in that folder when bin/backplane started the JVM.
+     */
+    private static void haltAfterCleanUp(int code) {
+        JvmTemporaryFolder.removeClaimed();
+        Runtime.getRuntime().halt(code);
+    }
+
+    /** Whether this process ignores SIGINT (Linux: its SigIgn mask), as one started in the background of a script does. */
+    static boolean ignoresSigint() {
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
+                if (line.startsWith("SigIgn:")) {
+                    return (Long.parseUnsignedLong(line.substring(7).trim(), 16) & (1L << 1)) != 0; // bit n-1 for signal n; SIGINT is 2
+                }
+            }
+        } catch (java.io.IOException | RuntimeException e) {
+            log.trace("cannot read /proc/self/status", e);
+        }
+        return false;
     }
 
     /** The {@code --cache-config local,size=<bytes>} size, 0 when not given. */

@@ -10,11 +10,13 @@ import io.backplane.spi.host.FrontendContext;
 import io.backplane.spi.host.LogControl;
 import io.backplane.spi.host.FrontendFactory;
 import io.backplane.spi.host.InferenceService;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -29,6 +31,8 @@ import org.slf4j.LoggerFactory;
  */
 public final class Server implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(Server.class);
+    /** How long past the host's unload timeout a close waits for a frontend, or for another thread's close. */
+    static final Duration CLOSE_GRACE = Duration.ofSeconds(90);
 
     /** A frontend to start: its factory and its options. */
     public record FrontendSpec(String name, FrontendFactory factory, Map<String, String> options) {
@@ -193,6 +197,11 @@ public final class Server implements AutoCloseable {
         closed.await();
     }
 
+    /** How long a close waits for the frontends and for another thread's close: the host's unload timeout and {@link #CLOSE_GRACE}. */
+    private Duration closeBound() {
+        return host.unloadTimeout().plus(CLOSE_GRACE);
+    }
+
     /**
      * Closes every frontend and the host at once, so one deadline bounds them all: each frontend
      * stops accepting at once and answers what is still open when its drain timeout ends; the host
@@ -203,7 +212,9 @@ public final class Server implements AutoCloseable {
     public void close() {
         if (!closing.compareAndSet(false, true)) {
             try {
-                closed.await();
+                if (!closed.await(closeBound().toMillis(), TimeUnit.MILLISECONDS)) {
+                    log.warn("the server's close, started by another thread, has not finished within {}; returning without it", closeBound());
+                }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
@@ -225,9 +236,14 @@ public final class Server implements AutoCloseable {
             } catch (RuntimeException e) {
                 log.error("the host did not close cleanly", e);
             }
+            // Each frontend drains within its own timeout; the wait is bounded all the same, so a
+            // frontend whose close never returns cannot hold the shutdown.
+            long deadline = t0 + closeBound().toNanos();
             for (Thread t : closers) {
                 try {
-                    t.join();
+                    if (!t.join(Duration.ofNanos(Math.max(1, deadline - System.nanoTime())))) {
+                        log.error("{} did not finish within {}; closing without waiting for it", t.getName(), closeBound());
+                    }
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                 }

@@ -20,6 +20,7 @@ import io.backplane.spi.host.LoadOverride;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -41,6 +42,8 @@ import org.slf4j.LoggerFactory;
  */
 public final class ModelRegistry {
     private static final Logger log = LoggerFactory.getLogger(ModelRegistry.class);
+    /** How long past the unload timeout the host's close waits for an unload still closing its instances. */
+    static final Duration CLOSE_GRACE = Duration.ofSeconds(60);
 
     private final ModelSource source;
     private final PluginManager plugins;
@@ -677,9 +680,15 @@ public final class ModelRegistry {
                 }
             }));
         }
+        // Each unload is bounded (L7: the deadline, then the instances' own bounded close); the wait
+        // for them is bounded too, so a plugin whose close never returns cannot hold the host's close.
+        long deadline = System.nanoTime() + host.unloadTimeout().plus(CLOSE_GRACE).toNanos();
         for (Thread t : threads) {
             try {
-                t.join();
+                if (!t.join(Duration.ofNanos(Math.max(1, deadline - System.nanoTime())))) {
+                    log.error("{} did not finish within the unload timeout ({}) and {} more; the host closes without waiting for it",
+                            t.getName(), host.unloadTimeout(), CLOSE_GRACE);
+                }
             } catch (InterruptedException ex) {
                 Thread.currentThread().interrupt();
                 return;
