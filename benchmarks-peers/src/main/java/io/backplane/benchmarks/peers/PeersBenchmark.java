@@ -494,6 +494,8 @@ public final class PeersBenchmark {
 
         /** {@code -Dpeers.builtinWarmup=N}: the host's built-in warm-up on, N requests (the model parameter {@code builtin_warmup}); unset: off. */
         private static final String WARMUP = System.getProperty("peers.builtinWarmup");
+        /** {@code -Dpeers.ownWarmupMs=N}: the host's own warm-up (the Python backend's identity model) for N ms before ready; unset: off. */
+        private static final long OWN_WARMUP_MS = Long.getLong("peers.ownWarmupMs", 0);
 
         static BackplanePeer start(Case c, Path work, String python) throws Exception {
             Path repo = Files.createTempDirectory(work, "repo");
@@ -513,13 +515,15 @@ public final class PeersBenchmark {
                     spinMicros == null ? "" : "parameters { key: \"spin_us\" value: { string_value: \"" + spinMicros + "\" } }",
                     WARMUP == null ? "" : "parameters { key: \"builtin_warmup\" value: { string_value: \"" + WARMUP + "\" } }"));
             BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.NONE)
-                    .callerRuns(Boolean.getBoolean("peers.callerRuns")).builtinWarmup(WARMUP != null).build();
+                    .callerRuns(Boolean.getBoolean("peers.callerRuns")).builtinWarmup(WARMUP != null)
+                    .ownWarmup(java.time.Duration.ofMillis(OWN_WARMUP_MS)).build();
             CONFIGURATION.putIfAbsent("backplane", "embedded host, python backend, identity model.py, " + c.instances() + " instance(s) per"
                     + " case, python_interpreter " + python + ", spin_us " + (spinMicros == null ? "default" : spinMicros) + ", stubs "
                     + (Boolean.getBoolean("backplane.python.noFork") ? "spawned (-Dbackplane.python.noFork=true)" : "forked from a warm template")
                     + ", infer(...).get() on the caller's thread" + (Boolean.getBoolean("peers.callerRuns") ? ", callerRuns" : "")
                     + (WARMUP == null ? ", no built-in warm-up (the embedded builder's default)" : ", built-in warm-up of up to " + WARMUP
-                            + " requests (at most 1 s) before ready (-Dpeers.builtinWarmup)")
+                            + " requests (at most 2 s) before ready (-Dpeers.builtinWarmup)")
+                    + (OWN_WARMUP_MS == 0 ? ", no own warm-up" : ", the host's own warm-up for " + OWN_WARMUP_MS + " ms before ready (-Dpeers.ownWarmupMs)")
                     + (java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments().stream().anyMatch(a -> a.startsWith("-XX:AOTCache="))
                             ? ", AOT cache" : "")
                     + ", JDK " + Runtime.version());

@@ -30,6 +30,20 @@ record ExitStatus(int code, int signal) {
         return value > 128 && value < 128 + 65 ? signalled(value - 128) : exited(value);
     }
 
+    /** How {@code p} ended, truthfully: a forked stub's status as its pidfd or template saw it, a spawned one's as the JDK gives it. */
+    static String describe(@org.jspecify.annotations.Nullable Process p) {
+        if (p == null) {
+            return "never started";
+        }
+        if (p instanceof ForkedProcess f) {
+            ExitStatus s = f.status();
+            if (s != null) {
+                return s.describe();
+            }
+        }
+        return ofProcessValue(p.exitValue()).describe();
+    }
+
     boolean known() {
         return code >= 0 || signal > 0;
     }

@@ -40,6 +40,7 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
     private final AtomicBoolean monitorAsleep = new AtomicBoolean();
     private final LongAdder monitorWakeups = new LongAdder();
     private volatile long monitorIdleParks; // written by the monitor thread only
+    private volatile long monitorParkReturns; // written by the monitor thread only
     private @Nullable Thread restarter;
 
     private PythonInstance(PythonModel model, InstanceContext context) {
@@ -244,6 +245,11 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
         return monitorIdleParks;
     }
 
+    /** Times the monitor came back from a park without a timeout (tests). */
+    long monitorParkReturns() {
+        return monitorParkReturns;
+    }
+
     /** Whether the monitor is parked without a timeout (it has no work to watch). */
     boolean monitorIdle() {
         return monitor.getState() == Thread.State.WAITING;
@@ -272,6 +278,7 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
                 continue;
             }
             LockSupport.park();
+            monitorParkReturns++;
             monitorAsleep.set(false);
         }
     }

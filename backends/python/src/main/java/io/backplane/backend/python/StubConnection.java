@@ -622,7 +622,7 @@ final class StubConnection {
             return;
         }
         Process p = process;
-        String reason = killReason != null ? "was killed: " + killReason : exitOf(p);
+        String reason = killReason != null ? "was killed: " + killReason : ExitStatus.describe(p);
         try {
             executions.failAll(BackplaneException.unavailable(describe() + " " + reason + " while requests were in flight"));
             bls.close();
@@ -692,17 +692,6 @@ final class StubConnection {
         } catch (TimeoutException | java.util.concurrent.ExecutionException e) {
             log.warn("{}: clean-up did not finish", describe(), e);
         }
-    }
-
-    /** How {@code p} ended, truthfully: a forked stub's status as its pidfd or template saw it, a spawned one's as the JDK gives it. */
-    static String exitOf(@Nullable Process p) {
-        if (p == null) {
-            return "never started";
-        }
-        if (p instanceof ForkedProcess f && f.status() != null) {
-            return java.util.Objects.requireNonNull(f.status()).describe();
-        }
-        return ExitStatus.ofProcessValue(p.exitValue()).describe();
     }
 
     private static void closeQuietly(@Nullable AutoCloseable c) {

@@ -130,7 +130,7 @@ final class StubHandshake {
         if (p != null) {
             try {
                 if (p.waitFor(2, TimeUnit.SECONDS)) {
-                    exit = " (the stub " + StubConnection.exitOf(p) + ")";
+                    exit = " (the stub " + ExitStatus.describe(p) + ")";
                 }
             } catch (InterruptedException ie) {
                 Thread.currentThread().interrupt();

@@ -133,8 +133,11 @@ class StubWakeupTest {
                 assertArrayEquals(x, call(h, x), "request " + i);
             }
             StubConnection s = h.stub();
-            Await.until(() -> s.stubSleeping() && h.instance().monitorIdle(), Duration.ofSeconds(10),
-                    "the stub's main thread asleep and the monitor parked after the last result");
+            // A thread shows WAITING as it enters park() even when an unpark is pending (it then returns at once and runs a
+            // round): the monitor is parked for good only once every unpark it was given has been used by a park.
+            Await.until(() -> s.stubSleeping() && h.instance().monitorIdle()
+                    && h.instance().monitorParkReturns() >= h.instance().monitorWakeups(), Duration.ofSeconds(10),
+                    "the stub's main thread asleep and the monitor parked after the last result, no wake-up pending");
             long wakeups = s.stubWakeups();
             long sleeps = s.stubSleeps();
             long sent = s.stubWakeupsSent();
