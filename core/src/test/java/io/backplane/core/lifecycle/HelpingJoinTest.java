@@ -47,7 +47,12 @@ class HelpingJoinTest {
     private final ScriptedBackend backend = new ScriptedBackend();
     private BackplaneHost host;
     private final Set<Long> executed = ConcurrentHashMap.newKeySet();
-    private final Map<String, AtomicInteger> running = new ConcurrentHashMap<>();
+    /**
+     * Batches running per instance, by the instance's identity: after an unload and a load of the same
+     * version, the new instance has the old one's name, and may start while the old one's execute is
+     * still returning (its requests all ended, so the unload went on): that is not an overlap.
+     */
+    private final Map<Object, AtomicInteger> running = java.util.Collections.synchronizedMap(new java.util.IdentityHashMap<>());
     private final List<String> violations = java.util.Collections.synchronizedList(new ArrayList<>());
     private final AtomicInteger onCallers = new AtomicInteger();
 
@@ -68,7 +73,7 @@ class HelpingJoinTest {
     /** Echoes, checking that an instance never runs two batches at once and a request never runs twice. */
     private void recordingEcho(String model) {
         backend.on(model, (batch, inst) -> {
-            AtomicInteger n = running.computeIfAbsent(inst.name(), k -> new AtomicInteger());
+            AtomicInteger n = running.computeIfAbsent(inst, k -> new AtomicInteger());
             if (n.incrementAndGet() != 1) {
                 violations.add("instance " + inst.name() + " ran two batches at once");
             }
