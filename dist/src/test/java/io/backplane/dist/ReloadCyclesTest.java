@@ -1,5 +1,6 @@
 package io.backplane.dist;
 
+import static io.backplane.dist.ServeProcess.shmFiles;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -38,8 +39,7 @@ import org.junit.jupiter.api.io.TempDir;
  */
 @Timeout(300)
 class ReloadCyclesTest {
-    private static final Path DIST = Path.of(System.getProperty("backplane.dist", "target/backplane")).toAbsolutePath().normalize();
-    private static final Pattern SERVING = Pattern.compile("frontend 'http' serving at \\S+:(\\d+)");
+    private static final Path DIST = ServeProcess.DIST;
     private static final int WARMUP = 3;
     private static final int CYCLES = 30;
     private static final String PY_BODY = "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[4],\"data\":[1,2,3,4]},"
@@ -79,23 +79,16 @@ class ReloadCyclesTest {
         copyModel(DIST.resolve("samples/models/add_sub"), repo.resolve("cycle_py"), "cycle_py");
         copyModel(DIST.resolve("samples/models/onnx_add_sub"), repo.resolve("cycle_onnx"), "cycle_onnx");
         Path tmp = Files.createDirectories(dir.resolve("tmp"));
-        Path log = dir.resolve("serve.log");
-        ProcessBuilder pb = new ProcessBuilder(DIST.resolve("bin/backplane").toString(), "serve", "--model-repository", repo.toString(),
-                "--model-control-mode", "explicit", "--load-model", "steady", "--http-port", "0", "--http-address", "127.0.0.1", "--grpc-port", "-1",
-                "--metrics-port", "-1", "--exit-timeout-secs", "5").directory(dir.toFile()).redirectErrorStream(true).redirectOutput(log.toFile());
-        pb.environment().put("JAVA_OPTS", "-Xmx256m -Djava.io.tmpdir=" + tmp);
-        Process server = pb.start();
-        long pid = server.pid(); // bin/backplane execs the JVM
+        ServeProcess server = ServeProcess.in(dir, "serve").repository(repo).frontends("http").loadModels("steady").args("--exit-timeout-secs", "5")
+                .env("JAVA_OPTS", "-Xmx256m -Djava.io.tmpdir=" + tmp).start();
+        long pid = server.pid();
         AtomicLong steadyOk = new AtomicLong();
         List<String> steadyFailures = new ArrayList<>();
         Thread steady = null;
         var stop = new java.util.concurrent.atomic.AtomicBoolean();
         try (HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build()) {
-            Await.until(() -> read(log).contains(" started in ") || !server.isAlive(), Duration.ofMinutes(4), "serve to start");
-            String out = read(log);
-            Matcher m = SERVING.matcher(out);
-            assertTrue(server.isAlive() && m.find(), "serve did not start:\n" + out);
-            int port = Integer.parseInt(m.group(1));
+            server.awaitStarted(Duration.ofMinutes(4));
+            int port = server.port("http");
 
             steady = Thread.ofPlatform().name("steady-client").start(() -> {
                 try (HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build()) {
@@ -152,9 +145,8 @@ class ReloadCyclesTest {
             assertEquals(baseline.children(), end[0].children(), "child processes");
             assertEquals(baseline.shm(), end[0].shm(), "/dev/shm files");
 
-            server.destroy();
-            assertTrue(server.waitFor(120, TimeUnit.SECONDS), "no exit within 120 s:\n" + read(log));
-            assertEquals(0, server.exitValue(), read(log));
+            server.signal("TERM", false);
+            assertEquals(0, server.awaitExit(), server.output());
             assertEquals(List.of(), shmFiles(pid), "shm files left after exit");
             assertEquals(List.of(), names(tmp), "temporary files left after exit");
         } finally {
@@ -163,12 +155,7 @@ class ReloadCyclesTest {
                 steady.interrupt();
                 steady.join(TimeUnit.SECONDS.toMillis(60));
             }
-            if (server.isAlive()) {
-                server.destroy();
-                if (!server.waitFor(30, TimeUnit.SECONDS)) {
-                    server.destroyForcibly().waitFor(60, TimeUnit.SECONDS);
-                }
-            }
+            server.close();
         }
     }
 
@@ -215,14 +202,6 @@ class ReloadCyclesTest {
         return new Held(threads, fds, children, shmFiles(pid));
     }
 
-    private static List<String> shmFiles(long pid) {
-        try (Stream<Path> f = Files.list(Path.of("/dev/shm"))) {
-            return f.map(p -> p.getFileName().toString()).filter(n -> n.startsWith("backplane-" + pid + "-")).sorted().toList();
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
-    }
-
     private static final Pattern THREAD = Pattern.compile("^\"([^\"]*)\"", Pattern.MULTILINE);
 
     private static List<String> threadNames(long pid) {
@@ -263,14 +242,6 @@ class ReloadCyclesTest {
     private static List<String> names(Path d) throws IOException {
         try (Stream<Path> f = Files.list(d)) {
             return f.map(p -> p.getFileName().toString()).sorted().toList();
-        }
-    }
-
-    private static String read(Path log) {
-        try {
-            return Files.exists(log) ? Files.readString(log) : "";
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
         }
     }
 }

@@ -1,5 +1,6 @@
 package io.backplane.dist;
 
+import static io.backplane.dist.ServeProcess.shmFiles;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -47,9 +48,7 @@ import org.junit.jupiter.api.io.TempDir;
  */
 @Timeout(600)
 class ServeAbuseTest {
-    private static final Path DIST = Path.of(System.getProperty("backplane.dist", "target/backplane")).toAbsolutePath().normalize();
-    private static final Path LAUNCHER = DIST.resolve("bin/backplane");
-    private static final Pattern SERVING = Pattern.compile("frontend '([^']+)' serving at (\\S+)");
+    private static final Path DIST = ServeProcess.DIST;
     private static final boolean FULL = Boolean.getBoolean("backplane.abuse.full");
     private static final String HEAP = FULL ? "1g" : "256m";
     private static final int FLOOD_REQUESTS = FULL ? 36 : 32;
@@ -136,130 +135,34 @@ class ServeAbuseTest {
 
     // ---- the server process ----
 
-    private final class Serve implements AutoCloseable {
-        final Process process;
-        final Path log;
-        final long pid;
+    /** The server of {@link #repository()}, loading {@code models}, on a heap of {@link #HEAP}, its java.io.tmpdir the test's {@code tmp}. */
+    private ServeProcess serve(String name, String... models) throws IOException {
+        return ServeProcess.in(dir, name).repository(repository()).loadModels(models)
+                .args("--exit-timeout-secs", "3",
+                        // the models sleep on purpose (30 s a request): no built-in warm-up, whose first request
+                        // would delay the start and leave the "execute" mark that the Ctrl-C item waits for
+                        "--builtin-warmup=false",
+                        "--frontend-config", "http,max_connections=128", "--frontend-config", "http,header_timeout_ms=3000")
+                .env("JAVA_OPTS", "-Xmx" + HEAP + " -Djava.io.tmpdir=" + tmp).start();
+    }
 
-        Serve(String name, String... models) throws Exception {
-            log = dir.resolve(name + ".log");
-            // env --default-signal=INT: SIGINT at its default, as a terminal's shell starts a foreground job. A process
-            // started with SIGINT ignored (a background job of a script: how CI may run the build) keeps it ignored, and
-            // the JVM with it: the Ctrl-C below would then do nothing (issue 32).
-            List<String> cmd = new ArrayList<>(List.of("setsid", "env", "--default-signal=INT", LAUNCHER.toString(), "serve", "--model-repository", repository().toString(),
-                    "--model-control-mode", "explicit", "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0",
-                    "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1", "--metrics-address", "127.0.0.1", "--exit-timeout-secs", "3",
-                    // the models sleep on purpose (30 s a request): no built-in warm-up, whose first request
-                    // would delay the start and leave the "execute" mark that the Ctrl-C item waits for
-                    "--builtin-warmup=false",
-                    "--frontend-config", "http,max_connections=128", "--frontend-config", "http,header_timeout_ms=3000"));
-            for (String m : models) {
-                cmd.add("--load-model");
-                cmd.add(m);
-            }
-            ProcessBuilder pb = new ProcessBuilder(cmd).directory(dir.toFile()).redirectErrorStream(true).redirectOutput(log.toFile());
-            pb.environment().put("JAVA_OPTS", "-Xmx" + HEAP + " -Djava.io.tmpdir=" + tmp);
-            process = pb.start();
-            pid = process.pid(); // setsid execs env, which execs the launcher, which execs the JVM: one pid, leader of its own group
-        }
-
-        String output() throws IOException {
-            return Files.readString(log);
-        }
-
-        void awaitStarted() throws Exception {
-            await(() -> contains(" started in "), Duration.ofSeconds(240), () -> "serve did not start:\n" + outputQuietly());
-        }
-
-        boolean contains(String s) {
-            return outputQuietly().contains(s);
-        }
-
-        String outputQuietly() {
-            try {
-                return output();
-            } catch (IOException e) {
-                return e.toString();
-            }
-        }
-
-        String endpoint(String frontend) throws IOException {
-            Matcher m = SERVING.matcher(output());
-            while (m.find()) {
-                if (m.group(1).equals(frontend)) {
-                    return m.group(2);
-                }
-            }
-            throw new AssertionError("no " + frontend + " endpoint in:\n" + output());
-        }
-
-        int httpPort() throws IOException {
-            String e = endpoint("http");
-            return Integer.parseInt(e.substring(e.lastIndexOf(':') + 1));
-        }
-
-        List<ProcessHandle> stubs() {
-            return ProcessHandle.of(pid).map(h -> h.descendants().filter(d -> d.info().command().orElse("").contains("python")).toList())
-                    .orElse(List.of());
-        }
-
-        void signal(String signal, boolean group) throws Exception {
-            if (signal.equals("INT")) {
-                assertFalse(ignores(pid, 2), "the server ignores SIGINT (SigIgn in /proc/" + pid + "/status): a Ctrl-C cannot stop it");
-            }
-            Process k = new ProcessBuilder("kill", "-" + signal, "--", (group ? "-" : "") + pid).redirectErrorStream(true).start();
-            assertTrue(k.waitFor(30, TimeUnit.SECONDS) && k.exitValue() == 0, "kill -" + signal + " " + pid);
-        }
-
-        int awaitExit() throws Exception {
-            assertTrue(process.waitFor(120, TimeUnit.SECONDS), "no exit within 120 s:\n" + output());
-            return process.exitValue();
-        }
-
-        @Override
-        public void close() {
-            if (process.isAlive()) {
-                try {
-                    // SIGTERM first, so a test that failed early still leaves no shm files or folders behind; SIGKILL if it hangs
-                    process.destroy();
-                    if (!process.waitFor(30, TimeUnit.SECONDS)) {
-                        process.destroyForcibly().waitFor(60, TimeUnit.SECONDS);
-                    }
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
-            }
-        }
+    /** The server's Python stubs. */
+    private static List<ProcessHandle> stubs(ServeProcess s) {
+        return s.descendants().stream().filter(d -> d.info().command().orElse("").contains("python")).toList();
     }
 
     /** What the server holds, from /proc and the file system. */
     private record Usage(long threads, long fds, int stubs, int shmFiles, int tmpEntries) {
     }
 
-    private Usage usage(Serve s) throws IOException {
-        long threads = Files.readAllLines(Path.of("/proc", Long.toString(s.pid), "status")).stream().filter(l -> l.startsWith("Threads:"))
+    private Usage usage(ServeProcess s) throws IOException {
+        long threads = Files.readAllLines(Path.of("/proc", Long.toString(s.pid()), "status")).stream().filter(l -> l.startsWith("Threads:"))
                 .mapToLong(l -> Long.parseLong(l.substring(8).trim())).findFirst().orElse(-1);
         long fds;
-        try (var f = Files.list(Path.of("/proc", Long.toString(s.pid), "fd"))) {
+        try (var f = Files.list(Path.of("/proc", Long.toString(s.pid()), "fd"))) {
             fds = f.count();
         }
-        return new Usage(threads, fds, s.stubs().size(), shmFiles(s.pid).size(), names(tmp).size());
-    }
-
-    /** Whether process {@code pid} ignores signal {@code signal} (bit signal-1 of SigIgn in /proc/pid/status). */
-    private static boolean ignores(long pid, int signal) throws IOException {
-        for (String l : Files.readAllLines(Path.of("/proc", Long.toString(pid), "status"))) {
-            if (l.startsWith("SigIgn:")) {
-                return (Long.parseUnsignedLong(l.substring(7).trim(), 16) & (1L << (signal - 1))) != 0;
-            }
-        }
-        return false;
-    }
-
-    private static List<String> shmFiles(long pid) throws IOException {
-        try (var f = Files.list(Path.of("/dev/shm"))) {
-            return f.map(p -> p.getFileName().toString()).filter(n -> n.startsWith("backplane-" + pid + "-")).toList();
-        }
+        return new Usage(threads, fds, stubs(s).size(), shmFiles(s.pid()).size(), names(tmp).size());
     }
 
     private static List<String> names(Path d) throws IOException {
@@ -329,9 +232,9 @@ class ServeAbuseTest {
      */
     @Test
     void serve_memoryAndConnectionFloods_thenCtrlC_everyRequestAnswered_nothingLeaks() throws Exception {
-        try (Serve s = new Serve("floods", "slow", "sleepy"); HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build()) {
-            s.awaitStarted();
-            int port = s.httpPort();
+        try (ServeProcess s = serve("floods", "slow", "sleepy"); HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build()) {
+            s.awaitStarted(Duration.ofSeconds(240));
+            int port = s.port("http");
             // the baseline after one request of the flood's size: the stub's shared-memory region grows a chunk for it, once
             assertEquals(200, infer(client, port, "slow", FLOOD_BYTES));
             Usage before = usage(s);
@@ -359,7 +262,7 @@ class ServeAbuseTest {
             if (!refusals.isEmpty()) {
                 assertTrue(refusals.getFirst().contains("memory budget"), refusals.getFirst());
             }
-            assertTrue(s.process.isAlive(), "the server survived the flood:\n" + s.output());
+            assertTrue(s.isAlive(), "the server survived the flood:\n" + s.output());
             assertFalse(s.output().contains("OutOfMemoryError"), s.output());
             assertEquals(200, infer(client, port, "slow", 16), "the model still serves");
             String metrics = client.send(HttpRequest.newBuilder(URI.create(s.endpoint("metrics"))).build(),
@@ -391,7 +294,7 @@ class ServeAbuseTest {
                     HttpResponse.BodyHandlers.ofString());
             assertEquals(400, huge.statusCode(), huge.body());
             assertTrue(huge.body().contains("10000 instances") && huge.body().contains("limit of 64 per model"), huge.body());
-            assertEquals(before.stubs(), s.stubs().size(), "no stub of 'huge' started");
+            assertEquals(before.stubs(), stubs(s).size(), "no stub of 'huge' started");
 
             // nothing leaks: threads and descriptors come back, stubs, shm files and temp folders are as before
             await(() -> {
@@ -426,7 +329,7 @@ class ServeAbuseTest {
                     return false;
                 }
             }, Duration.ofSeconds(60), () -> "the sleepy request did not start");
-            List<ProcessHandle> stubs = s.stubs();
+            List<ProcessHandle> stubs = stubs(s);
             s.signal("INT", true);
             int code = s.awaitExit();
             String out = s.output();
@@ -442,9 +345,9 @@ class ServeAbuseTest {
             for (ProcessHandle stub : stubs) {
                 await(() -> !stub.isAlive(), Duration.ofSeconds(30), () -> "stub " + stub.pid() + " left running");
             }
-            assertEquals(List.of(), shmFiles(s.pid), "shared-memory files left");
+            assertEquals(List.of(), shmFiles(s.pid()), "shared-memory files left");
             assertEquals(List.of(), names(tmp), "temporary files left");
-            assertEquals(List.of(), ownedBy(s.pid), "temporary folders left");
+            assertEquals(List.of(), ownedBy(s.pid()), "temporary folders left");
         }
     }
 
@@ -473,9 +376,9 @@ class ServeAbuseTest {
         java.util.concurrent.atomic.AtomicLong reloads = new java.util.concurrent.atomic.AtomicLong();
         ConcurrentHashMap<Integer, Integer> statuses = new ConcurrentHashMap<>();
         List<String> samples = java.util.Collections.synchronizedList(new ArrayList<>());
-        try (Serve s = new Serve("soak", "echo", "churn", "sleepy"); HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build()) {
-            s.awaitStarted();
-            int port = s.httpPort();
+        try (ServeProcess s = serve("soak", "echo", "churn", "sleepy"); HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build()) {
+            s.awaitStarted(Duration.ofSeconds(240));
+            int port = s.port("http");
             long end = System.nanoTime() + TimeUnit.MINUTES.toNanos(minutes);
             List<Thread> workers = new ArrayList<>();
             for (int c = 0; c < 4; c++) { // valid load, each result checked against its own request
@@ -541,7 +444,7 @@ class ServeAbuseTest {
                                 reloads.incrementAndGet();
                             }
                             case 1 -> {
-                                List<ProcessHandle> stubs = s.stubs();
+                                List<ProcessHandle> stubs = stubs(s);
                                 if (!stubs.isEmpty()) {
                                     stubs.get(rnd.nextInt(stubs.size())).destroyForcibly();
                                     stubKills.incrementAndGet();
@@ -580,7 +483,7 @@ class ServeAbuseTest {
             long started = System.nanoTime();
             while (System.nanoTime() < end) {
                 Usage u = usage(s);
-                long rss = Files.readAllLines(Path.of("/proc", Long.toString(s.pid), "status")).stream().filter(l -> l.startsWith("VmRSS:"))
+                long rss = Files.readAllLines(Path.of("/proc", Long.toString(s.pid()), "status")).stream().filter(l -> l.startsWith("VmRSS:"))
                         .mapToLong(l -> Long.parseLong(l.replaceAll("[^0-9]", ""))).findFirst().orElse(-1);
                 String line = String.format("[soak] t=%4ds rss=%6d MiB threads=%4d fds=%4d stubs=%d shm=%d sent=%d ok=%d refused=%d lost=%d mismatched=%d",
                         TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - started), rss / 1024, u.threads(), u.fds(), u.stubs(), u.shmFiles(),
@@ -600,8 +503,8 @@ class ServeAbuseTest {
             assertEquals(0, lost.get(), "requests without a status");
             assertEquals(0, mismatched.get(), "responses carrying another request's result");
             assertEquals(0, exit, s.output());
-            assertEquals(List.of(), shmFiles(s.pid), "shared-memory files left");
-            assertEquals(List.of(), ownedBy(s.pid), "temporary folders left");
+            assertEquals(List.of(), shmFiles(s.pid()), "shared-memory files left");
+            assertEquals(List.of(), ownedBy(s.pid()), "temporary folders left");
         }
     }
 
@@ -623,10 +526,10 @@ class ServeAbuseTest {
     @Test
     void serve_killedServerLeftovers_reapedAtNextStart_sigtermDuringALongLoad_leavesNothing() throws Exception {
         long killed;
-        try (Serve first = new Serve("killed", "slow")) {
-            first.awaitStarted();
-            killed = first.pid;
-            List<ProcessHandle> stubs = first.stubs();
+        try (ServeProcess first = serve("killed", "slow")) {
+            first.awaitStarted(Duration.ofSeconds(240));
+            killed = first.pid();
+            List<ProcessHandle> stubs = stubs(first);
             first.signal("KILL", false);
             first.awaitExit();
             for (ProcessHandle stub : stubs) {
@@ -637,17 +540,17 @@ class ServeAbuseTest {
         System.out.println("[abuse] item 8: a SIGKILLed server left " + left + " and " + shmFiles(killed).size() + " shm file(s)");
         assertFalse(left.isEmpty(), "the killed server left its folders (the problem reproduced)");
 
-        try (Serve second = new Serve("slowinit", "slowinit")) {
+        try (ServeProcess second = serve("slowinit", "slowinit")) {
             await(() -> {
                 try {
                     return marks("slowinit").contains("initialize");
                 } catch (IOException e) {
                     return false;
                 }
-            }, Duration.ofSeconds(240), () -> "slowinit's initialize() did not start:\n" + second.outputQuietly());
+            }, Duration.ofSeconds(240), () -> "slowinit's initialize() did not start:\n" + second.output());
             assertEquals(List.of(), ownedBy(killed), "the dead server's folders are reaped at the next start");
             assertEquals(List.of(), shmFiles(killed), "the dead server's shm files are reaped at the next start");
-            List<ProcessHandle> stubs = second.stubs();
+            List<ProcessHandle> stubs = stubs(second);
             assertFalse(stubs.isEmpty());
             second.signal("TERM", false); // during a load that would take 10 minutes
             int code = second.awaitExit();
@@ -656,8 +559,8 @@ class ServeAbuseTest {
             for (ProcessHandle stub : stubs) {
                 await(() -> !stub.isAlive(), Duration.ofSeconds(30), () -> "stub " + stub.pid() + " left running");
             }
-            assertEquals(List.of(), shmFiles(second.pid), "shared-memory files left");
-            assertEquals(List.of(), ownedBy(second.pid), "temporary folders left");
+            assertEquals(List.of(), shmFiles(second.pid()), "shared-memory files left");
+            assertEquals(List.of(), ownedBy(second.pid()), "temporary folders left");
             assertEquals(List.of(), names(tmp), "temporary files left");
         }
     }

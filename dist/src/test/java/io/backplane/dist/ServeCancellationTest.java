@@ -1,5 +1,6 @@
 package io.backplane.dist;
 
+import static io.backplane.dist.ServeProcess.shmFiles;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -31,8 +32,6 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
@@ -54,8 +53,7 @@ import org.junit.jupiter.api.io.TempDir;
 @Timeout(300)
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class ServeCancellationTest {
-    private static final Path DIST = Path.of(System.getProperty("backplane.dist", "target/backplane")).toAbsolutePath().normalize();
-    private static final Pattern SERVING = Pattern.compile("frontend '([^']+)' serving at (\\S+)");
+    private static final Path DIST = ServeProcess.DIST;
     private static final Duration PATIENCE = Duration.ofSeconds(60);
 
     /** {@code mode} "hold": a plain model that waits per request; "tokens": a decoupled one that streams until cancelled. */
@@ -118,9 +116,7 @@ class ServeCancellationTest {
 
     @TempDir
     static Path dir;
-    Process server;
-    long pid;
-    Path log;
+    ServeProcess server;
     int httpPort;
     int grpcPort;
     int metricsPort;
@@ -135,19 +131,12 @@ class ServeCancellationTest {
         Path repo = dir.resolve("repo");
         model(repo, "wait", "hold", false, "IN", "TYPE_INT32", "OUT", "TYPE_INT32", -1);
         model(repo, "tokens", "tokens", true, "text_input", "TYPE_STRING", "text_output", "TYPE_STRING", 1);
-        log = dir.resolve("serve.log");
-        ProcessBuilder pb = new ProcessBuilder(DIST.resolve("bin/backplane").toString(), "serve", "--model-repository", repo.toString(),
-                "--model-control-mode", "explicit", "--load-model", "wait", "--load-model", "tokens", "--builtin-warmup=false",
-                "--http-address", "127.0.0.1", "--http-port", "0", "--grpc-address", "127.0.0.1", "--grpc-port", "0",
-                "--metrics-address", "127.0.0.1", "--metrics-port", "0", "--exit-timeout-secs", "3")
-                .directory(dir.toFile()).redirectErrorStream(true).redirectOutput(log.toFile());
-        pb.environment().put("JAVA_OPTS", "-Xmx256m -Djava.io.tmpdir=" + Files.createDirectories(dir.resolve("tmp")));
-        server = pb.start();
-        pid = server.pid();
-        await(() -> output().contains(" started in "), Duration.ofSeconds(240), "serve did not start");
-        httpPort = port("http");
-        grpcPort = port("grpc");
-        metricsPort = port("metrics");
+        server = ServeProcess.in(dir, "serve").repository(repo).loadModels("wait", "tokens").args("--builtin-warmup=false", "--exit-timeout-secs", "3")
+                .env("JAVA_OPTS", "-Xmx256m -Djava.io.tmpdir=" + Files.createDirectories(dir.resolve("tmp"))).start();
+        server.awaitStarted(Duration.ofSeconds(240));
+        httpPort = server.port("http");
+        grpcPort = server.port("grpc");
+        metricsPort = server.port("metrics");
         channel = Grpc.newChannelBuilderForAddress("127.0.0.1", grpcPort, InsecureChannelCredentials.create()).build();
         grpc = GRPCInferenceServiceGrpc.newStub(channel);
     }
@@ -157,23 +146,20 @@ class ServeCancellationTest {
         if (channel != null) {
             channel.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
         }
-        if (server == null || !server.isAlive()) {
+        if (server == null) {
             return;
         }
-        List<ProcessHandle> stubs = ProcessHandle.of(pid).map(h -> h.descendants().toList()).orElse(List.of());
-        server.destroy(); // SIGTERM: the server drains and exits
-        boolean exited = server.waitFor(120, TimeUnit.SECONDS);
-        if (!exited) {
-            server.destroyForcibly().waitFor(60, TimeUnit.SECONDS);
-        }
-        assertTrue(exited, "serve did not exit within 120 s of SIGTERM:\n" + output());
-        assertEquals(0, server.exitValue(), output());
-        for (ProcessHandle stub : stubs) {
-            await(() -> !stub.isAlive(), Duration.ofSeconds(30), "stub " + stub.pid() + " left running");
-        }
-        try (var f = Files.list(Path.of("/dev/shm"))) {
-            assertEquals(List.of(), f.map(x -> x.getFileName().toString()).filter(n -> n.startsWith("backplane-" + pid + "-")).toList(),
-                    "shared-memory files left");
+        try (ServeProcess s = server) {
+            if (!s.isAlive()) {
+                return;
+            }
+            List<ProcessHandle> stubs = s.descendants();
+            s.signal("TERM", false); // the server drains and exits
+            assertEquals(0, s.awaitExit(), s.output());
+            for (ProcessHandle stub : stubs) {
+                await(() -> !stub.isAlive(), Duration.ofSeconds(30), "stub " + stub.pid() + " left running");
+            }
+            assertEquals(List.of(), shmFiles(s.pid()), "shared-memory files left");
         }
         assertFalse(marks("wait").stream().anyMatch(m -> m.startsWith("timeout")) || marks("tokens").stream().anyMatch(m -> m.startsWith("timeout")),
                 "a model waited for a cancellation that never came: " + marks("wait") + " " + marks("tokens"));
@@ -349,29 +335,10 @@ class ServeCancellationTest {
                 } catch (IOException e) {
                     marks = e.toString();
                 }
-                fail(message + " within " + limit.toSeconds() + " s; " + marks + "\n" + output());
+                fail(message + " within " + limit.toSeconds() + " s; " + marks + "\n" + server.output());
             }
             Thread.sleep(20);
         }
-    }
-
-    private String output() {
-        try {
-            return Files.readString(log);
-        } catch (IOException e) {
-            return e.toString();
-        }
-    }
-
-    private int port(String frontend) {
-        Matcher m = SERVING.matcher(output());
-        while (m.find()) {
-            if (m.group(1).equals(frontend)) {
-                String last = m.group(2).replaceFirst("^[a-z]+://", "").replaceAll("/.*$", "");
-                return Integer.parseInt(last.substring(last.lastIndexOf(':') + 1));
-            }
-        }
-        throw new AssertionError("no " + frontend + " endpoint in:\n" + output());
     }
 
     /** A metric of model 'wait' version 1 from the metrics endpoint, 0 when absent. */

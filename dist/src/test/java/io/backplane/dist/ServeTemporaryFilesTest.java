@@ -3,7 +3,6 @@ package io.backplane.dist;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assertions.fail;
 
 import java.io.IOException;
 import java.net.URI;
@@ -14,10 +13,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
@@ -39,9 +34,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 @Timeout(300)
 class ServeTemporaryFilesTest {
-    private static final Path DIST = Path.of(System.getProperty("backplane.dist", "target/backplane")).toAbsolutePath().normalize();
-    private static final Path LAUNCHER = DIST.resolve("bin/backplane");
-    private static final Pattern SERVING = Pattern.compile("frontend 'http' serving at \\S+:(\\d+)");
+    private static final Path DIST = ServeProcess.DIST;
     private static final String INFER = """
             {"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]},
                        {"name":"INPUT1","datatype":"FP32","shape":[1,4],"data":[4,3,2,1]}]}""";
@@ -56,71 +49,16 @@ class ServeTemporaryFilesTest {
         tmp = Files.createDirectories(dir.resolve("tmp"));
     }
 
-    /** The server in a session of its own, SIGINT at its default (as a terminal's shell starts it), java.io.tmpdir the test's. */
-    private final class Serve implements AutoCloseable {
-        final Process process;
-        final Path log;
-        final long pid;
-
-        Serve(String name) throws IOException {
-            log = dir.resolve(name + ".log");
-            // env --default-signal=INT: a process started with SIGINT ignored (a background job of a script, as
-            // CI may run the build) keeps it ignored, and the JVM with it; a terminal's foreground job has it at its default
-            ProcessBuilder pb = new ProcessBuilder("setsid", "env", "--default-signal=INT", LAUNCHER.toString(), "serve",
-                    "--model-repository", DIST.resolve("samples/models").toString(), "--model-control-mode", "explicit",
-                    "--load-model", "onnx_add_sub", "--http-port", "0", "--grpc-port", "-1", "--metrics-port", "-1",
-                    "--http-address", "127.0.0.1", "--exit-timeout-secs", "3")
-                    .directory(dir.toFile()).redirectErrorStream(true).redirectOutput(log.toFile());
-            pb.environment().put("JAVA_OPTS", "-Xmx256m -Djava.io.tmpdir=" + tmp);
-            pb.environment().put("TMPDIR", tmp.toString());
-            process = pb.start();
-            pid = process.pid(); // setsid, env and the launcher exec: one pid, the JVM's, leader of its own group
-        }
-
-        String output() {
-            try {
-                return Files.readString(log);
-            } catch (IOException e) {
-                return e.toString();
-            }
-        }
-
-        int awaitStarted() throws InterruptedException {
-            await(() -> output().contains(" started in ") || !process.isAlive(), Duration.ofSeconds(120), () -> "serve did not start:\n" + output());
-            assertTrue(process.isAlive(), "serve exited:\n" + output());
-            Matcher m = SERVING.matcher(output());
-            assertTrue(m.find(), "no http endpoint in:\n" + output());
-            return Integer.parseInt(m.group(1));
-        }
-
-        void signal(String signal, boolean group) throws Exception {
-            Process k = new ProcessBuilder("kill", "-" + signal, "--", (group ? "-" : "") + pid).redirectErrorStream(true).start();
-            assertTrue(k.waitFor(30, TimeUnit.SECONDS) && k.exitValue() == 0, "kill -" + signal + " " + pid);
-        }
-
-        int awaitExit() throws InterruptedException {
-            assertTrue(process.waitFor(120, TimeUnit.SECONDS), "no exit within 120 s:\n" + output());
-            return process.exitValue();
-        }
-
-        @Override
-        public void close() {
-            if (process.isAlive()) {
-                try {
-                    process.destroy();
-                    if (!process.waitFor(60, TimeUnit.SECONDS)) {
-                        process.destroyForcibly().waitFor(60, TimeUnit.SECONDS);
-                    }
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
-            }
-        }
+    /** The server of the sample ONNX model, java.io.tmpdir (and TMPDIR) the test's. */
+    private ServeProcess serve(String name) throws IOException {
+        return ServeProcess.in(dir, name).repository(DIST.resolve("samples/models")).frontends("http").loadModels("onnx_add_sub")
+                .args("--exit-timeout-secs", "3").env("JAVA_OPTS", "-Xmx256m -Djava.io.tmpdir=" + tmp).env("TMPDIR", tmp.toString()).start();
     }
 
     /** Serves one inference of the sample ONNX model; returns the server's private temporary folder, the only thing in the test's. */
-    private Path serveOneInference(Serve s) throws Exception {
-        int port = s.awaitStarted();
+    private Path serveOneInference(ServeProcess s) throws Exception {
+        s.awaitStarted(Duration.ofSeconds(120));
+        int port = s.port("http");
         try (HttpClient client = HttpClient.newHttpClient()) {
             HttpResponse<String> r = client.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/v2/models/onnx_add_sub/infer"))
                     .timeout(Duration.ofSeconds(60)).POST(HttpRequest.BodyPublishers.ofString(INFER)).build(), HttpResponse.BodyHandlers.ofString());
@@ -128,7 +66,7 @@ class ServeTemporaryFilesTest {
             assertTrue(r.body().contains("OUTPUT0"), r.body());
         }
         List<String> entries = names(tmp);
-        assertEquals(List.of("backplane-jvm-" + s.pid), entries.stream().map(n -> n.substring(0, n.lastIndexOf('-'))).toList(),
+        assertEquals(List.of("backplane-jvm-" + s.pid()), entries.stream().map(n -> n.substring(0, n.lastIndexOf('-'))).toList(),
                 "one private folder of the server's: " + entries);
         Path own = tmp.resolve(entries.getFirst());
         // ORT unpacks its native library into java.io.tmpdir, the server's folder; the cpu backend deletes it once loaded (Ort)
@@ -140,7 +78,7 @@ class ServeTemporaryFilesTest {
     @ParameterizedTest(name = "{0}")
     @ValueSource(strings = {"TERM", "INT"})
     void serve_onnxModel_thenSignal_leavesNothingInTheTemporaryFolder(String signal) throws Exception {
-        try (Serve s = new Serve("serve-" + signal)) {
+        try (ServeProcess s = serve("serve-" + signal)) {
             serveOneInference(s);
             s.signal(signal, signal.equals("INT")); // Ctrl-C goes to the terminal's foreground process group
             assertEquals(0, s.awaitExit(), s.output());
@@ -152,14 +90,14 @@ class ServeTemporaryFilesTest {
     @Test
     void serve_killedServer_itsTemporaryFolderIsRemovedAtTheNextStart() throws Exception {
         Path left;
-        try (Serve killed = new Serve("killed")) {
+        try (ServeProcess killed = serve("killed")) {
             left = serveOneInference(killed);
             killed.signal("KILL", true);
             killed.awaitExit();
         }
         assertTrue(Files.isDirectory(left), "a SIGKILLed server cannot remove its folder: " + names(tmp));
-        try (Serve next = new Serve("next")) {
-            next.awaitStarted();
+        try (ServeProcess next = serve("next")) {
+            next.awaitStarted(Duration.ofSeconds(120));
             assertFalse(Files.exists(left), "the next start removed " + left + ":\n" + next.output());
             assertTrue(next.output().contains("removed 1 temporary folder(s) left by dead servers"), next.output());
             next.signal("TERM", false);
@@ -171,16 +109,6 @@ class ServeTemporaryFilesTest {
     private static List<String> names(Path d) throws IOException {
         try (Stream<Path> f = Files.list(d)) {
             return f.map(p -> p.getFileName().toString()).sorted().toList();
-        }
-    }
-
-    private static void await(BooleanSupplier condition, Duration limit, java.util.function.Supplier<String> message) throws InterruptedException {
-        long deadline = System.nanoTime() + limit.toNanos();
-        while (!condition.getAsBoolean()) {
-            if (System.nanoTime() > deadline) {
-                fail(message.get());
-            }
-            Thread.sleep(50);
         }
     }
 }

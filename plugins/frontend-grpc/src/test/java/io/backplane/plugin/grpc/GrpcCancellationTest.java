@@ -24,7 +24,6 @@ import io.grpc.StatusRuntimeException;
 import io.grpc.stub.ClientCallStreamObserver;
 import io.grpc.stub.ClientResponseObserver;
 import io.grpc.stub.StreamObserver;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -54,9 +53,7 @@ class GrpcCancellationTest {
     void start() throws Exception {
         backend = new CancelBackend();
         outcomes = new CancelBackend.Outcomes();
-        host = BackplaneHost.builder().backend(backend).unloadTimeout(Duration.ofSeconds(5)).model(CancelBackend.waiting("wait"))
-                .model(CancelBackend.tokens("tokens")).loadModel("wait").loadModel("tokens").build();
-        host.addListener(outcomes);
+        host = backend.host(outcomes);
         frontend = (GrpcFrontend) new GrpcFrontendFactory().create(TestSupport.context(host, Map.of("host", "127.0.0.1", "port", "0")));
         frontend.start();
         channel = Grpc.newChannelBuilderForAddress("127.0.0.1", frontend.port(), InsecureChannelCredentials.create()).build();

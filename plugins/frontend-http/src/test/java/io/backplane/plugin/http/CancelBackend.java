@@ -1,5 +1,6 @@
 package io.backplane.plugin.http;
 
+import io.backplane.core.BackplaneHost;
 import io.backplane.spi.Backend;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackendFactory;
@@ -18,6 +19,7 @@ import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.config.TensorConfig;
 import io.backplane.spi.host.HostListener;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -73,6 +75,18 @@ public final class CancelBackend implements BackendFactory {
     public static ModelConfig tokens(String name) {
         return ModelConfig.builder(name).backend(NAME).decoupled(true).input(TensorConfig.of("text_input", DataType.BYTES, 1))
                 .output(TensorConfig.of("text_output", DataType.BYTES, 1)).parameter("mode", "tokens").build();
+    }
+
+    /**
+     * A host of this backend with a {@link #waiting} model "wait" and a {@link #tokens} model
+     * "tokens", both loaded, an unload timeout of 5 s, every request's outcome reported to
+     * {@code outcomes}. The caller closes it.
+     */
+    public BackplaneHost host(Outcomes outcomes) {
+        BackplaneHost host = BackplaneHost.builder().backend(this).unloadTimeout(Duration.ofSeconds(5)).model(waiting("wait")).model(tokens("tokens"))
+                .loadModel("wait").loadModel("tokens").build();
+        host.addListener(outcomes);
+        return host;
     }
 
     @Override

@@ -13,7 +13,6 @@ import java.io.InputStream;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
-import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -38,9 +37,7 @@ class HttpCancellationTest {
     void start() throws Exception {
         backend = new CancelBackend();
         outcomes = new CancelBackend.Outcomes();
-        host = BackplaneHost.builder().backend(backend).unloadTimeout(Duration.ofSeconds(5)).model(CancelBackend.waiting("wait"))
-                .model(CancelBackend.tokens("tokens")).loadModel("wait").loadModel("tokens").build();
-        host.addListener(outcomes);
+        host = backend.host(outcomes);
         frontend = (HttpFrontend) new HttpFrontendFactory().create(TestSupport.context(host, Map.of("host", "127.0.0.1", "port", "0")));
         frontend.start();
         port = frontend.port();
