@@ -26,6 +26,9 @@ import org.jspecify.annotations.Nullable;
  * (the JDK polls a process that is not its child).
  */
 final class ForkedProcess extends Process {
+    /** Runs {@link #onExit()}'s callbacks: a virtual thread each. */
+    private static final java.util.concurrent.Executor EXIT_CALLBACKS = task -> Thread.ofVirtual().name("backplane-python-exit").start(task);
+
     /** How long a pidfd's report of a reaped child waits for the template's status before it says "unknown". */
     private static final long REPORT_GRACE_MILLIS = 1000;
 
@@ -49,8 +52,8 @@ final class ForkedProcess extends Process {
                 exit.complete(status);
             } else {
                 // reaped by the template just now (its report is on the way), or the watch failed
-                CompletableFuture.delayedExecutor(REPORT_GRACE_MILLIS, java.util.concurrent.TimeUnit.MILLISECONDS)
-                        .execute(() -> exit.complete(ExitStatus.UNKNOWN));
+                // completed on the JDK's delay-scheduler thread (no common-pool worker); its dependents hop off it (onExit)
+                exit.completeOnTimeout(ExitStatus.UNKNOWN, REPORT_GRACE_MILLIS, java.util.concurrent.TimeUnit.MILLISECONDS);
             }
         }));
     }
@@ -179,7 +182,10 @@ final class ForkedProcess extends Process {
 
     @Override
     public CompletableFuture<Process> onExit() {
-        return exit.thenApply(code -> this);
+        // As the JDK's own Process does with its reaper threads: callbacks run on a thread of their own, never on the
+        // thread that learned of the exit (the pidfd watch, the template's reader, the delay scheduler), which a
+        // supervisor's clean-up (joins of seconds) would otherwise hold up for every other stub.
+        return exit.thenApplyAsync(code -> this, EXIT_CALLBACKS);
     }
 
     Optional<ProcessHandle> handle() {
