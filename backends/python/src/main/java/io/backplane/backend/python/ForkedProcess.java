@@ -26,8 +26,11 @@ import org.jspecify.annotations.Nullable;
  * (the JDK polls a process that is not its child).
  */
 final class ForkedProcess extends Process {
-    /** Runs {@link #onExit()}'s callbacks: a virtual thread each. */
-    private static final java.util.concurrent.Executor EXIT_CALLBACKS = task -> Thread.ofVirtual().name("backplane-python-exit").start(task);
+    /**
+     * Runs {@link #onExit()}'s callbacks: a short-lived daemon thread each (a stub ends rarely; a
+     * virtual thread would leave the JDK's unblocker thread behind for good).
+     */
+    private static final java.util.concurrent.Executor EXIT_CALLBACKS = task -> Thread.ofPlatform().daemon().name("backplane-python-exit").start(task);
 
     /** How long a pidfd's report of a reaped child waits for the template's status before it says "unknown". */
     private static final long REPORT_GRACE_MILLIS = 1000;
