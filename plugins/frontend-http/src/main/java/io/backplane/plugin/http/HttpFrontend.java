@@ -45,6 +45,8 @@ final class HttpFrontend implements Frontend {
     private final InferenceService service;
     private final FrontendOptions options;
     private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
+    /** How long close waits, after the drain, for replies already sent but not yet written. */
+    private static final long FLUSH_MILLIS = 2000;
     private final AtomicInteger inFlight = new AtomicInteger();
     /** Regions registered through this frontend; unmapped at close (after in-flight requests drain). */
     private final SystemSharedMemory shm;
@@ -164,6 +166,12 @@ final class HttpFrontend implements Frontend {
         if (!replies.awaitIdle(options.drainMillis())) {
             int n = replies.failOpen("the server is shutting down and the request did not finish within the exit timeout");
             log.warn("http frontend: {} request(s) still open after {} ms answered 503", n, options.drainMillis());
+            // A reply the host sent just before (the unload failing what pinned the model, racing this close) is open
+            // until written, its write queued on an event loop; stopping the loops closes their channels before they run
+            // what is queued, so wait (bounded) for those writes too.
+            if (!replies.awaitIdle(FLUSH_MILLIS)) {
+                log.warn("http frontend: replies still unwritten {} ms after the drain; closing their connections", FLUSH_MILLIS);
+            }
         }
         ExecutorService a = admin;
         if (a != null) {
