@@ -165,9 +165,10 @@ class ServeAbuseTest {
         return new Usage(threads, fds, stubs(s).size(), shmFiles(s.pid()).size(), names(tmp).size());
     }
 
+    /** What {@code d} holds, each entry with what is below it (a left folder says what kept it). */
     private static List<String> names(Path d) throws IOException {
-        try (var f = Files.list(d)) {
-            return f.map(p -> p.getFileName().toString()).sorted().toList();
+        try (var f = Files.walk(d)) {
+            return f.filter(p -> !p.equals(d)).map(p -> d.relativize(p).toString()).sorted().toList();
         }
     }
 
@@ -346,7 +347,7 @@ class ServeAbuseTest {
                 await(() -> !stub.isAlive(), Duration.ofSeconds(30), () -> "stub " + stub.pid() + " left running");
             }
             assertEquals(List.of(), shmFiles(s.pid()), "shared-memory files left");
-            assertEquals(List.of(), names(tmp), "temporary files left");
+            assertEquals(List.of(), names(tmp), () -> "temporary files left (server pid " + s.pid() + "):\n" + out);
             assertEquals(List.of(), ownedBy(s.pid()), "temporary folders left");
         }
     }

@@ -89,10 +89,20 @@ final class JvmTemporaryFolder {
     static synchronized void removeClaimed() {
         Path dir = CLAIMED.get();
         if (dir != null) {
-            deleteTree(dir);
+            // A plugin's clean-up still running (a stub's, abandoned at its deadline) may add or remove an entry while the
+            // tree is walked, which leaves a folder behind: walk again until it is gone, a few times at most.
+            for (int attempt = 0; attempt < REMOVE_ATTEMPTS && Files.exists(dir, java.nio.file.LinkOption.NOFOLLOW_LINKS); attempt++) {
+                deleteTree(dir);
+            }
+            if (Files.exists(dir, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+                log.warn("could not remove the temporary folder {}; the next server start removes it", dir);
+            }
             CLAIMED.set(null);
         }
     }
+
+    /** Walks of the folder {@link #removeClaimed} tries before it gives up. */
+    private static final int REMOVE_ATTEMPTS = 5;
 
     static String identity(ProcessHandle p) {
         return p.pid() + " " + p.info().startInstant().map(Instant::toEpochMilli).orElse(-1L);

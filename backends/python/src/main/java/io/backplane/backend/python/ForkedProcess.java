@@ -26,12 +26,6 @@ import org.jspecify.annotations.Nullable;
  * (the JDK polls a process that is not its child).
  */
 final class ForkedProcess extends Process {
-    /**
-     * Runs {@link #onExit()}'s callbacks: a short-lived daemon thread each (a stub ends rarely; a
-     * virtual thread would leave the JDK's unblocker thread behind for good).
-     */
-    private static final java.util.concurrent.Executor EXIT_CALLBACKS = task -> Thread.ofPlatform().daemon().name("backplane-python-exit").start(task);
-
     /** How long a pidfd's report of a reaped child waits for the template's status before it says "unknown". */
     private static final long REPORT_GRACE_MILLIS = 1000;
 
@@ -55,7 +49,7 @@ final class ForkedProcess extends Process {
                 exit.complete(status);
             } else {
                 // reaped by the template just now (its report is on the way), or the watch failed
-                // completed on the JDK's delay-scheduler thread (no common-pool worker); its dependents hop off it (onExit)
+                // completed on the JDK's delay-scheduler thread (delayedExecutor would start a common-pool worker)
                 exit.completeOnTimeout(ExitStatus.UNKNOWN, REPORT_GRACE_MILLIS, java.util.concurrent.TimeUnit.MILLISECONDS);
             }
         }));
@@ -185,10 +179,9 @@ final class ForkedProcess extends Process {
 
     @Override
     public CompletableFuture<Process> onExit() {
-        // As the JDK's own Process does with its reaper threads: callbacks run on a thread of their own, never on the
-        // thread that learned of the exit (the pidfd watch, the template's reader, the delay scheduler), which a
-        // supervisor's clean-up (joins of seconds) would otherwise hold up for every other stub.
-        return exit.thenApplyAsync(code -> this, EXIT_CALLBACKS);
+        // Callbacks run on the thread that learned of the exit (the pidfd watch, the template's reader, the delay
+        // scheduler's for the grace): a stub's clean-up there holds up the others' notices for its duration.
+        return exit.thenApply(code -> this);
     }
 
     Optional<ProcessHandle> handle() {
