@@ -14,7 +14,9 @@ import org.slf4j.LoggerFactory;
  * that throws is logged and skipped, never reaching the request or worker that reported the
  * event (B8). Listeners may be added while requests run. Thread-safe. Nothing of the host's own
  * warm-up models ({@link ModelRegistry#warmOwnPaths}) reaches them: no statistics or metrics of a
- * model no client can see.
+ * model no client can see. Their requests are warm-up requests, which never report to listeners,
+ * and no client can reach them, so only the version and instance events need the check: the
+ * per-request ones, on the hot path, stay without it.
  */
 final class Listeners implements HostListener {
     private static final Logger log = LoggerFactory.getLogger(Listeners.class);
@@ -69,33 +71,21 @@ final class Listeners implements HostListener {
 
     @Override
     public void requestAccepted(String model, long version) {
-        if (hidden(model)) {
-            return;
-        }
         each(l -> l.requestAccepted(model, version));
     }
 
     @Override
     public void requestEnded(String model, long version, Outcome outcome, long queueNanos, long computeNanos) {
-        if (hidden(model)) {
-            return;
-        }
         each(l -> l.requestEnded(model, version, outcome, queueNanos, computeNanos));
     }
 
     @Override
     public void requestRejected(String model, Outcome outcome) {
-        if (hidden(model)) {
-            return;
-        }
         each(l -> l.requestRejected(model, outcome));
     }
 
     @Override
     public void batchExecuted(String model, long version, int requests, int batchSize) {
-        if (hidden(model)) {
-            return;
-        }
         each(l -> l.batchExecuted(model, version, requests, batchSize));
     }
 
@@ -117,17 +107,11 @@ final class Listeners implements HostListener {
 
     @Override
     public void cacheLookup(String model, long version, boolean hit, long lookupNanos) {
-        if (hidden(model)) {
-            return;
-        }
         each(l -> l.cacheLookup(model, version, hit, lookupNanos));
     }
 
     @Override
     public void cacheInserted(String model, long version, long insertNanos) {
-        if (hidden(model)) {
-            return;
-        }
         each(l -> l.cacheInserted(model, version, insertNanos));
     }
 }
