@@ -46,8 +46,9 @@ import org.junit.jupiter.api.io.TempDir;
  * and write what they saw to a marks file. A REST client that closes its connection mid-execute,
  * an SSE {@code generate_stream} closed after three events, a gRPC call cancelled mid-execute, a
  * ModelStreamInfer stream cancelled after three responses: each model sees the cancellation. A
- * REST request queued behind a busy instance whose client goes away is removed at once and never
- * reaches the model. The server then serves the next request; at the end it exits cleanly and
+ * REST request queued behind a busy instance counts in {@code nv_inference_pending_request_count}
+ * (the executing one does not); when its client goes away it is removed at once and never reaches
+ * the model. The server then serves the next request; at the end it exits cleanly and
  * leaves no stub or shared-memory file.
  */
 @Timeout(300)
@@ -257,7 +258,7 @@ class ServeCancellationTest {
     }
 
     @Test
-    void rest_queuedRequestWhoseClientCloses_removedAtOnce_neverReachesThePythonModel() throws Exception {
+    void rest_queuedRequestWhoseClientCloses_countedPendingThenRemovedAtOnce_neverReachesThePythonModel() throws Exception {
         await(() -> metric("backplane_inference_inflight_requests") == 0, Duration.ofSeconds(60), "the earlier tests' requests did not end");
         long cancelledBefore = metric("backplane_inference_failure_total", "reason=\"canceled\"");
         try (Socket held = new Socket("127.0.0.1", httpPort)) {
@@ -268,10 +269,14 @@ class ServeCancellationTest {
                 queued.getOutputStream().write(post("/v2/models/wait/infer", inferJson(52)));
                 // accepted and waiting behind request 51 on the only instance
                 await(() -> metric("backplane_inference_inflight_requests") == 2, Duration.ofSeconds(60), "request 52 was not queued");
+                // Triton's pending count: the one waiting, not the one executing (issue 34)
+                await(() -> metric("nv_inference_pending_request_count") == 1, Duration.ofSeconds(30),
+                        "nv_inference_pending_request_count did not count the queued request 52 alone");
             } // its client goes away while it waits
             await(() -> metric("backplane_inference_failure_total", "reason=\"canceled\"") == cancelledBefore + 1, Duration.ofSeconds(30),
                     "the queued request was not cancelled while the instance was busy");
             assertEquals(1, metric("backplane_inference_inflight_requests"), "only the held request is left");
+            assertEquals(0, metric("nv_inference_pending_request_count"), "the cancelled request left the queue");
             release(51);
             String answer = new String(held.getInputStream().readAllBytes(), StandardCharsets.ISO_8859_1);
             assertTrue(answer.startsWith("HTTP/1.1 200 ") && answer.contains("[51]"), "the held request completes normally: " + answer);

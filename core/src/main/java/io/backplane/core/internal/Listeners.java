@@ -75,6 +75,11 @@ final class Listeners implements HostListener {
     }
 
     @Override
+    public void requestLeftQueue(String model, long version) {
+        each(l -> l.requestLeftQueue(model, version));
+    }
+
+    @Override
     public void requestEnded(String model, long version, Outcome outcome, long queueNanos, long computeNanos) {
         each(l -> l.requestEnded(model, version, outcome, queueNanos, computeNanos));
     }

@@ -533,6 +533,9 @@ final class RequestState implements ScheduledRequest, ResponseSender {
     boolean tryDispatch(long now) {
         if (phase.compareAndSet(QUEUED, DISPATCHED)) {
             dispatchNanos = now;
+            if (!warmUp()) {
+                origin.host().listener().requestLeftQueue(origin.model(), origin.version());
+            }
             return true;
         }
         return false;

@@ -43,9 +43,18 @@ public interface HostListener {
     }
 
     /**
+     * A request {@linkplain #requestAccepted accepted} left its queue: an instance took it, the
+     * response cache answered it, or it ended while it waited (cancelled, timed out, failed by an
+     * unload). Called exactly once per accepted request, before its {@link #requestEnded}: accepted
+     * minus left is what waits to execute (Triton's {@code nv_inference_pending_request_count}).
+     */
+    default void requestLeftQueue(String model, long version) {
+    }
+
+    /**
      * A request ended (exactly once per accepted request).
      *
-     * @param queueNanos time from acceptance to dispatch (0 if never dispatched)
+     * @param queueNanos time from acceptance to dispatch (to its end if never dispatched)
      * @param computeNanos time from dispatch to end (0 if never dispatched)
      */
     default void requestEnded(String model, long version, Outcome outcome, long queueNanos, long computeNanos) {

@@ -164,6 +164,17 @@ final class MetricsListener implements HostListener {
         }
     }
 
+    /** Triton's pending count: accepted and not yet taken by an instance (nor answered from the cache, nor ended in the queue). */
+    @Override
+    public void requestLeftQueue(String model, long version) {
+        if (!stopped) {
+            ModelMeters m = of(model, version);
+            if (m.nv != null) {
+                m.nv.pending.decrementAndGet();
+            }
+        }
+    }
+
     @Override
     public void requestEnded(String model, long version, Outcome outcome, long queueNanos, long computeNanos) {
         if (stopped) {

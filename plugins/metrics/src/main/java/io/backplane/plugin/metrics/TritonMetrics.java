@@ -73,7 +73,6 @@ final class TritonMetrics {
     }
 
     void ended(Series s, Outcome outcome, long queueNanos, long computeNanos) {
-        s.pending.decrementAndGet();
         if (outcome == Outcome.SUCCESS) {
             s.success.increment();
             s.requestUs.add((queueNanos + computeNanos) / 1000);
