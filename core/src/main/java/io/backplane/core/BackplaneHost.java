@@ -153,7 +153,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
             runtime.registry().load(model);
         } catch (BackplaneException e) {
             // Triton's wording, which clients and scripts match on: "failed to load '<m>', <why>".
-            throw new BackplaneException(e.code(), "failed to load '" + model + "', " + e.getMessage(), e);
+            throw new BackplaneException(e.code(), "failed to load '" + model + "', " + e.getMessage(), e.logDetail(), e);
         }
     }
 
@@ -170,7 +170,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         try {
             runtime.registry().load(model, override);
         } catch (BackplaneException e) {
-            throw new BackplaneException(e.code(), "failed to load '" + model + "', " + e.getMessage(), e);
+            throw new BackplaneException(e.code(), "failed to load '" + model + "', " + e.getMessage(), e.logDetail(), e);
         }
     }
 

@@ -11,26 +11,53 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>Backends may throw it from any SPI method; the core keeps its code. Any other
  * {@link Throwable} thrown by a backend becomes {@link ErrorCode#INTERNAL}.
+ *
+ * <p>The message reaches clients (load responses, model status, inference errors), so it names
+ * files, lines and values but never quotes what a file holds: a config line, a Python traceback
+ * with its source lines, a child process's output. Such text goes in the {@link #logDetail()},
+ * which the host writes to its own log beside the message and never sends to a client.
  */
 public class BackplaneException extends RuntimeException {
     @Serial
     private static final long serialVersionUID = 1L;
 
     private final ErrorCode code;
+    private final @Nullable String logDetail;
 
     public BackplaneException(ErrorCode code, String message) {
-        super(requireNonNull(message, "message is null"));
-        this.code = requireNonNull(code, "code is null");
+        this(code, message, null, null);
     }
 
     public BackplaneException(ErrorCode code, String message, @Nullable Throwable cause) {
+        this(code, message, null, cause);
+    }
+
+    /**
+     * @param logDetail what only the host's log may show (a traceback, the file line at fault, a
+     *     child's output); null for none
+     */
+    public BackplaneException(ErrorCode code, String message, @Nullable String logDetail, @Nullable Throwable cause) {
         super(requireNonNull(message, "message is null"), cause);
         this.code = requireNonNull(code, "code is null");
+        this.logDetail = logDetail == null || logDetail.isBlank() ? null : logDetail;
     }
 
     /** The category of this error; never null. */
     public ErrorCode code() {
         return code;
+    }
+
+    /**
+     * What the host logs after the message and never sends to a client: a traceback, the config
+     * line at fault, a child's output; null when there is none.
+     */
+    public @Nullable String logDetail() {
+        return logDetail;
+    }
+
+    /** The message, then the {@link #logDetail()} on the next lines when there is one: for the host's log only. */
+    public String forLog() {
+        return logDetail == null ? getMessage() : getMessage() + "\n" + logDetail;
     }
 
     /**

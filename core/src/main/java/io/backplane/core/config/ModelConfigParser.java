@@ -71,6 +71,8 @@ public final class ModelConfigParser {
             "ModelOutput", Set.of("is_shape_tensor", "is_non_linear_format_io"),
             "ModelInstanceGroup", Set.of("rate_limiter", "secondary_devices", "profile", "passive", "host_policy"));
 
+    /** The most of a config line the host's log shows with a parse error. */
+    private static final int LOGGED_LINE_CHARS = 200;
     private static final Pattern POSITION_PREFIX = Pattern.compile("^-?\\d+:-?\\d+: ");
     private static final Pattern UNKNOWN_FIELD = Pattern.compile("(\\d+):(\\d+):\\s*([A-Za-z0-9_.]+)\\.([A-Za-z0-9_]+)\\s*$");
     private static final Pattern FIELD_BEFORE_VALUE = Pattern.compile("([A-Za-z_][A-Za-z0-9_]*)\\s*:");
@@ -166,6 +168,14 @@ public final class ModelConfigParser {
     }
 
     private static Parsed parseWithPositions(String text, String source, String expectedName, BackendCatalog catalog) {
+        try {
+            return parseChecked(text, source, expectedName, catalog);
+        } catch (BackplaneException e) {
+            throw ErrorText.bounded(e);
+        }
+    }
+
+    private static Parsed parseChecked(String text, String source, String expectedName, BackendCatalog catalog) {
         RawConfigReader.Result raw = RawConfigReader.read(text);
         if (raw != null) {
             text = withoutBackendSections(text, raw, catalog);
@@ -246,10 +256,9 @@ public final class ModelConfigParser {
             out.append(" Valid values: ").append(ENUMS.get(enumType.group(1)).getValues().stream()
                     .map(EnumValueDescriptor::getName).collect(Collectors.joining(", "))).append('.');
         }
-        if (!lineText.isBlank()) {
-            out.append(" In: ").append(lineText.strip());
-        }
-        return new BackplaneException(ErrorCode.INVALID_ARGUMENT, out.toString(), e);
+        // The line itself goes to the host's log only: the file may be a link to one that is not a config.
+        String detail = lineText.isBlank() ? null : "line " + line + ": " + ErrorText.abbreviate(lineText.strip(), LOGGED_LINE_CHARS);
+        return new BackplaneException(ErrorCode.INVALID_ARGUMENT, out.toString(), detail, e);
     }
 
     private static String unknownField(String source, String line, String column, String typeFullName, String field) {

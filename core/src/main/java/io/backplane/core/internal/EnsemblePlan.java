@@ -108,7 +108,7 @@ final class EnsemblePlan {
             try {
                 m = Objects.requireNonNull(composing.apply(s), "config");
             } catch (BackplaneException e) {
-                throw new BackplaneException(e.code(), "ensemble '" + en + "' " + s.describe() + ": " + e.getMessage(), e);
+                throw new BackplaneException(e.code(), "ensemble '" + en + "' " + s.describe() + ": " + e.getMessage(), e.logDetail(), e);
             }
             if (m.section("sequence_batching").isPresent()) {
                 throw fail(en, s, "model '" + m.name() + "' is a sequence model (sequence_batching); an ensemble step cannot be a sequence model"

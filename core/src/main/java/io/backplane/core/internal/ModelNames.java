@@ -6,7 +6,7 @@ import io.backplane.spi.BackplaneException;
  * Which model names a load accepts: Triton's rule (its repository manager refuses an empty name,
  * one of whitespace only, and one with {@code ..} or {@code /}, with the sentences its clients
  * match on), plus what a folder name cannot hold on any file system Backplane runs on (a NUL, a
- * backslash, more than 255 characters). Every other character is accepted, as in Triton.
+ * backslash, more than 255 characters) and {@code .}, which names the folder it is in. Every other character is accepted, as in Triton.
  */
 public final class ModelNames {
     private ModelNames() {
@@ -28,6 +28,10 @@ public final class ModelNames {
         if (name.contains("..") || name.indexOf('/') >= 0) {
             throw BackplaneException.invalid("invalid model name '" + name + "', model name must not contain path traversal characters"
                     + " ('..' or '/'); a model name is one folder name");
+        }
+        if (name.equals(".")) {
+            throw BackplaneException.invalid("invalid model name '.', a model name must be a folder name, and '.' names the folder"
+                    + " it is in; name the model's own folder");
         }
         if (name.indexOf('\0') >= 0 || name.indexOf('\\') >= 0 || name.length() > MAX_LENGTH) {
             throw BackplaneException.invalid("invalid model name '" + name.replace("\0", "\\0") + "', a model name must be a folder name"

@@ -6,6 +6,7 @@ import io.backplane.spi.host.ModelMetadata;
 import io.backplane.spi.host.ModelState;
 import io.backplane.spi.host.ModelStatus;
 import io.backplane.core.plugin.PluginManager;
+import io.backplane.core.config.ErrorText;
 import io.backplane.spi.Backend;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackplaneException;
@@ -134,13 +135,15 @@ public final class ModelRegistry {
             } else {
                 try {
                     def = source.read(name);
-                } catch (BackplaneException ex) {
+                } catch (BackplaneException thrown) {
+                    BackplaneException ex = ErrorText.bounded(thrown);
                     if (ex.code() == ErrorCode.NOT_FOUND && e.versions.isEmpty()) {
                         entries.remove(name, e); // an unknown name leaves no trace in the index
                         throw ex;
                     }
                     e.lastError = ex.getMessage();
                     e.failed = e.versions.isEmpty();
+                    log.error("{}", ex.forLog()); // the config line at fault, if any, in the log only
                     throw ex;
                 }
             }
@@ -185,12 +188,12 @@ public final class ModelRegistry {
                 synchronized (e) {
                     cancelled = e.cancelled;
                 }
-                BackplaneException ex = cancelled && !(t instanceof BackplaneException be && be.code() == ErrorCode.CANCELLED)
+                BackplaneException ex = ErrorText.bounded(cancelled && !(t instanceof BackplaneException be && be.code() == ErrorCode.CANCELLED)
                         ? new BackplaneException(ErrorCode.CANCELLED, "the load of model '" + name + "' was cancelled by an unload", t)
-                        : BackplaneException.wrap(t, "model '" + name + "' failed to load");
+                        : BackplaneException.wrap(t, "model '" + name + "' failed to load"));
                 e.lastError = ex.getMessage();
                 e.failed = e.versions.isEmpty();
-                log.error("{}", ex.getMessage(), t instanceof BackplaneException ? null : t);
+                log.error("{}", ex.forLog(), t instanceof BackplaneException ? null : t);
                 throw ex;
             }
             NavigableMap<Long, ModelVersion> next = new TreeMap<>();

@@ -49,6 +49,38 @@ class ModelConfigParserTest {
     }
 
     @Test
+    void parse_unparseableLine_errorNamesFileLineColumn_theLineGoesToTheLogDetailOnly() {
+        // a config.pbtxt that is really another file (a link to /etc/passwd): its content must not reach a client
+        BackplaneException e = assertThrows(BackplaneException.class,
+                () -> ModelConfigParser.parse("name: \"m\"\nroot x:0:0:secret-value:/root:/bin/bash\n", "/repo/m/config.pbtxt", "m"));
+
+        assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
+        assertTrue(e.getMessage().startsWith("/repo/m/config.pbtxt:2:"), e.getMessage());
+        assertFalse(e.getMessage().contains("secret-value"), e.getMessage());
+        assertTrue(String.valueOf(e.logDetail()).contains("line 2: root x:0:0:secret-value"), String.valueOf(e.logDetail()));
+        assertTrue(e.forLog().contains("secret-value"), "the host's log keeps the line");
+    }
+
+    @Test
+    void parse_megabyteValue_errorQuotesItsStartAndLengthOnly() {
+        String huge = "v".repeat(1 << 20);
+        BackplaneException e = assertThrows(BackplaneException.class,
+                () -> ModelConfigParser.parse("name: \"" + huge + "\"\nbackend: \"python\"\n", "config.pbtxt", "m"));
+
+        assertTrue(e.getMessage().length() < 5_000, "error length " + e.getMessage().length());
+        assertTrue(e.forLog().length() < 10_000, "log line length " + e.forLog().length());
+        assertTrue(e.getMessage().contains("more characters)"), e.getMessage());
+    }
+
+    @Test
+    void parse_megabyteLineThatFailsToParse_logDetailIsCut() {
+        String line = "max_batch_size: " + "9".repeat(1 << 20);
+        BackplaneException e = assertThrows(BackplaneException.class, () -> ModelConfigParser.parse(line + "\n", "config.pbtxt", "m"));
+
+        assertTrue(e.forLog().length() < 10_000, "log line length " + e.forLog().length());
+    }
+
+    @Test
     void parseModelDirectory_tritonAddSub_twoInputsTwoOutputsPythonCpu() {
         ModelConfig c = ModelConfigParser.parseModelDirectory(triton("add_sub"));
 

@@ -92,12 +92,13 @@ final class AutoComplete {
             }
             if (!Files.isRegularFile(answer)) {
                 throw new BackplaneException(ErrorCode.INVALID_ARGUMENT, "model '" + context.name() + "': the python stub exited with code "
-                        + p.exitValue() + " while running " + METHOD + "()" + (printed.isEmpty() ? "" : ":\n" + printed));
+                        + p.exitValue() + " while running " + METHOD + "()" + (printed.isEmpty() ? "" : "; what it printed is in the server log"),
+                        printed.isEmpty() ? null : printed, null);
             }
             JsonNode a = StubJson.parse(Files.readString(answer, StandardCharsets.UTF_8), METHOD + "() result");
             if (a.has("error")) {
-                throw BackplaneException.invalid("model '" + context.name() + "': " + METHOD + "() failed: " + a.get("error").asText()
-                        + "\n" + a.path("traceback").asText(""));
+                throw new BackplaneException(ErrorCode.INVALID_ARGUMENT, "model '" + context.name() + "': " + METHOD + "() failed: "
+                        + a.get("error").asText(), a.path("traceback").asText(""), null); // the traceback quotes source: the log only
             }
             return merge(context.name(), c, a.get("config"));
         } catch (IOException e) {

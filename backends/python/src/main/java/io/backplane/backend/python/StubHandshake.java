@@ -102,8 +102,12 @@ final class StubHandshake {
             type = reply.get();
         }
         if (type == Wire.F_INIT_ERR) {
+            // The first line is the stub's summary (type, message, file and line); the traceback after
+            // it quotes source lines, so it goes to the host's log only.
             String err = StandardCharsets.UTF_8.decode(reply).toString();
-            throw new BackplaneException(ErrorCode.INTERNAL, tag + ": initialize() failed: " + firstLine(err) + "\n" + err);
+            int nl = err.indexOf('\n');
+            throw new BackplaneException(ErrorCode.INTERNAL, tag + ": initialize() failed: " + firstLine(err), nl < 0 ? null
+                    : err.substring(nl + 1), null);
         }
         if (type != Wire.F_INIT_OK) {
             throw Wire.protocol("expected INIT_OK, got frame type " + type);
@@ -119,7 +123,8 @@ final class StubHandshake {
             StubOutput output) {
         if (timedOut) {
             return new BackplaneException(ErrorCode.UNAVAILABLE, tag + ": the python stub did not finish start-up and initialize() within "
-                    + settings.startupTimeoutMillis() + " ms ('" + StubSettings.STARTUP_TIMEOUT + "')" + output.stderrSuffix(), e);
+                    + settings.startupTimeoutMillis() + " ms ('" + StubSettings.STARTUP_TIMEOUT + "')" + output.stderrSuffix(),
+                    output.stderrDetail(), e);
         }
         if (e instanceof BackplaneException be && be.code() != ErrorCode.INTERNAL || e instanceof BackplaneException be2
                 && be2.getMessage().contains("initialize() failed")) {
@@ -138,7 +143,7 @@ final class StubHandshake {
         }
         output.joinPumps();
         return new BackplaneException(ErrorCode.UNAVAILABLE, tag + ": the python stub failed during start-up" + exit + ": "
-                + (e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage()) + output.stderrSuffix(), e);
+                + (e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage()) + output.stderrSuffix(), output.stderrDetail(), e);
     }
 
     private static String firstLine(String s) {

@@ -70,10 +70,21 @@ final class StubOutput {
         }
     }
 
-    /** The last lines of stderr as a suffix for an error message, or "" when the stub wrote none. */
+    /**
+     * A note for an error message that the stub wrote to stderr, or "" when it wrote nothing. The
+     * lines themselves (a traceback with source lines, perhaps) stay out of what a client reads:
+     * they are in the host's log, and in {@link #stderrDetail()}.
+     */
     String stderrSuffix() {
         synchronized (stderrTail) {
-            return stderrTail.isEmpty() ? "" : "; stub stderr:\n" + String.join("\n", stderrTail);
+            return stderrTail.isEmpty() ? "" : "; what the stub wrote to stderr is in the server log";
+        }
+    }
+
+    /** The last lines of stderr, for an error's {@linkplain io.backplane.spi.BackplaneException#logDetail() log detail}; null when none. */
+    @org.jspecify.annotations.Nullable String stderrDetail() {
+        synchronized (stderrTail) {
+            return stderrTail.isEmpty() ? null : "stub stderr (last lines):\n" + String.join("\n", stderrTail);
         }
     }
 

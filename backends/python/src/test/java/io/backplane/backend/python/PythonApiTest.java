@@ -454,6 +454,19 @@ class PythonApiTest {
     }
 
     @Test
+    void modelCode_raiseInInitialize_clientReadsErrorAndPlace_tracebackWithSourceOnlyInTheLogDetail() throws Exception {
+        try (BackplaneHost host = host(repository("init_raise"))) {
+            BackplaneException e = assertThrows(BackplaneException.class, () -> host.load("init_raise"));
+            assertTrue(e.getMessage().contains("initialize() failed: ValueError: no weights at /models/weights.bin (at model.py:4 in check)"),
+                    e.getMessage());
+            assertFalse(e.getMessage().contains("source-line-marker") || e.getMessage().contains("Traceback"),
+                    "a client never reads a source line: " + e.getMessage());
+            assertTrue(String.valueOf(e.logDetail()).contains("Traceback") && String.valueOf(e.logDetail()).contains("source-line-marker-7f3a"),
+                    "the host's log gets the traceback: " + e.logDetail());
+        }
+    }
+
+    @Test
     void modelCode_exitInInitialize_failsTheLoadWithAClearError() throws Exception {
         try (BackplaneHost host = host(repository("init_exit"))) {
             BackplaneException e = assertThrows(BackplaneException.class, () -> host.load("init_exit"));

@@ -281,6 +281,24 @@ def load_model(path, version_dir):
     return module.TritonPythonModel
 
 
+def error_summary(e, version_dir):
+    """One line a client may read: the exception's type and message and where it was raised (file,
+    line, function, as pybind11's "At:" lines under Triton), never a source line; the traceback with
+    its source lines goes to the host's log only."""
+    text = " ".join(("%s: %s" % (type(e).__name__, e)).split())
+    if len(text) > 1000:
+        text = text[:1000] + "... (%d more characters)" % (len(text) - 1000)
+    frames = traceback.extract_tb(e.__traceback__)
+    ours = [f for f in frames if f.filename.startswith(version_dir + os.sep)]
+    if not ours and not isinstance(e, SyntaxError):  # a SyntaxError's message names its file and line
+        ours = frames
+    if ours:
+        f = ours[-1]
+        name = os.path.relpath(f.filename, version_dir) if f.filename.startswith(version_dir + os.sep) else f.filename
+        text += " (at %s:%s in %s)" % (name, f.lineno, f.name)
+    return text
+
+
 def isolate_process_state():
     """Model code sees the process an embedded interpreter gives it (as under Triton), not the stub's flags."""
     sys.argv = [""]
@@ -304,7 +322,7 @@ def auto_complete(opts):
             config = result
         answer = {"config": config.as_dict()}
     except BaseException as e:
-        answer = {"error": "%s: %s" % (type(e).__name__, e), "traceback": traceback.format_exc()}
+        answer = {"error": error_summary(e, request["version_dir"]), "traceback": traceback.format_exc()}
     with open(out_path, "w", encoding="utf-8") as f:
         json.dump(answer, f)
     sys.stdout.flush()
@@ -357,8 +375,9 @@ def main():
         if hasattr(rt.model, "initialize"):
             backplane_execute.call_model(rt.loop, rt.model.initialize, init["args"])
     except BaseException as e:
-        tb = traceback.format_exc()
-        rt.send_frame(F_INIT_ERR, ("%s: %s\n%s" % (type(e).__name__, e, tb)).encode("utf-8", "replace"))
+        # First line: what a client reads; the rest (the traceback, with source lines): the host's log.
+        report = error_summary(e, init["version_dir"]) + "\n" + traceback.format_exc()
+        rt.send_frame(F_INIT_ERR, report.encode("utf-8", "replace"))
         rt.flush_before_exit()
         sock.close()
         os._exit(1)
