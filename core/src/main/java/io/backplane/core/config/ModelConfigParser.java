@@ -73,6 +73,8 @@ public final class ModelConfigParser {
 
     /** The most of a config line the host's log shows with a parse error. */
     private static final int LOGGED_LINE_CHARS = 200;
+    private static final Pattern FOUND = Pattern.compile("\\s*Found ['\"].*$", Pattern.DOTALL);
+    private static final Pattern COULD_NOT_PARSE = Pattern.compile("^(Couldn't parse [A-Za-z ]+?): .*$", Pattern.DOTALL);
     private static final Pattern POSITION_PREFIX = Pattern.compile("^-?\\d+:-?\\d+: ");
     private static final Pattern UNKNOWN_FIELD = Pattern.compile("(\\d+):(\\d+):\\s*([A-Za-z0-9_.]+)\\.([A-Za-z0-9_]+)\\s*$");
     private static final Pattern FIELD_BEFORE_VALUE = Pattern.compile("([A-Za-z_][A-Za-z0-9_]*)\\s*:");
@@ -229,6 +231,7 @@ public final class ModelConfigParser {
 
     private static BackplaneException translate(TextFormat.ParseException e, String text, String source) {
         String message = POSITION_PREFIX.matcher(String.valueOf(e.getMessage())).replaceFirst("");
+        String said = message;
         if (message.startsWith("Input contains unknown fields")) {
             List<String> problems = new ArrayList<>();
             for (String line : message.split("\n")) {
@@ -249,6 +252,10 @@ public final class ModelConfigParser {
         String field = isValueError(message) ? fieldBefore(lineText, column) : null;
         if (field != null) {
             out.append("field '").append(field).append("': ");
+        } else {
+            // Not a field's value: protobuf quotes the text it met ("Found 'x'", "Couldn't parse ...: <text>"), which
+            // may be any file's content (a config.pbtxt linked to another file); the log gets it, with the line.
+            message = COULD_NOT_PARSE.matcher(FOUND.matcher(message).replaceFirst("")).replaceFirst("$1.");
         }
         out.append(message);
         Matcher enumType = ENUM_TYPE.matcher(message);
@@ -257,7 +264,8 @@ public final class ModelConfigParser {
                     .map(EnumValueDescriptor::getName).collect(Collectors.joining(", "))).append('.');
         }
         // The line itself goes to the host's log only: the file may be a link to one that is not a config.
-        String detail = lineText.isBlank() ? null : "line " + line + ": " + ErrorText.abbreviate(lineText.strip(), LOGGED_LINE_CHARS);
+        String detail = (said.equals(message) ? "" : "protobuf: " + ErrorText.abbreviate(said, LOGGED_LINE_CHARS) + "\n")
+                + (lineText.isBlank() ? "" : "line " + line + ": " + ErrorText.abbreviate(lineText.strip(), LOGGED_LINE_CHARS));
         return new BackplaneException(ErrorCode.INVALID_ARGUMENT, out.toString(), detail, e);
     }
 

@@ -57,6 +57,11 @@ class ModelConfigParserTest {
         assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
         assertTrue(e.getMessage().startsWith("/repo/m/config.pbtxt:2:"), e.getMessage());
         assertFalse(e.getMessage().contains("secret-value"), e.getMessage());
+        BackplaneException found = assertThrows(BackplaneException.class,
+                () -> ModelConfigParser.parse("name: \"m\"\nsecret-value-2:x\n", "/repo/m/config.pbtxt", "m"));
+        assertFalse(found.getMessage().contains("secret-value-2"), "protobuf's 'Found ...' quotes the file: " + found.getMessage());
+        assertTrue(found.forLog().contains("secret-value-2"), found.forLog());
+
         assertTrue(String.valueOf(e.logDetail()).contains("line 2: root x:0:0:secret-value"), String.valueOf(e.logDetail()));
         assertTrue(e.forLog().contains("secret-value"), "the host's log keeps the line");
     }
