@@ -367,6 +367,16 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
     }
 
     /**
+     * The custom-metrics registry for a frontend or another host-level part named {@code owner}
+     * ({@link io.backplane.spi.host.FrontendContext#metrics()}): its families are in
+     * {@link #customMetrics()}, beside the models'. Whoever uses it closes the families and
+     * metrics it creates; each goes when its last reference closes.
+     */
+    public io.backplane.spi.metrics.MetricRegistry frontendMetrics(String owner) {
+        return runtime.context().customMetrics().scope(requireNonNull(owner, "owner is null"));
+    }
+
+    /**
      * Reserves bytes of the host's memory budget (O1): frontends call it before they read a body.
      * Embedded callers already hold their tensors, so {@link #infer} and {@link #stream} take
      * nothing from it; the default queue bound limits what they can queue.

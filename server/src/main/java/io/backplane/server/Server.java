@@ -46,11 +46,16 @@ public final class Server implements AutoCloseable {
     private record Running(String name, Frontend frontend, String endpoint) {
     }
 
-    private record Context(InferenceService service, Map<String, String> options, @org.jspecify.annotations.Nullable LogControl logControl,
+    private record Context(String name, InferenceService service, Map<String, String> options, @org.jspecify.annotations.Nullable LogControl logControl,
             SharedObjects objects, io.backplane.spi.host.RequestTracer tracer) implements FrontendContext {
         @Override
         public io.backplane.spi.host.DeviceSharedMemory deviceSharedMemory() {
             return service instanceof BackplaneHost h ? h.openDeviceSharedMemory() : FrontendContext.super.deviceSharedMemory();
+        }
+
+        @Override
+        public io.backplane.spi.metrics.MetricRegistry metrics() {
+            return service instanceof BackplaneHost h ? h.frontendMetrics("frontend '" + name + "'") : FrontendContext.super.metrics();
         }
 
         @Override
@@ -135,7 +140,7 @@ public final class Server implements AutoCloseable {
             for (FrontendSpec spec : specs) {
                 Frontend f;
                 try {
-                    f = requireNonNull(spec.factory().create(new Context(host, spec.options(), LOGS, shared, tracer)), "frontend factory returned null");
+                    f = requireNonNull(spec.factory().create(new Context(spec.name(), host, spec.options(), LOGS, shared, tracer)), "frontend factory returned null");
                 } catch (Exception | LinkageError e) {
                     throw new BackplaneException(ErrorCode.INTERNAL, "frontend '" + spec.name() + "' could not be created with options "
                             + spec.options() + ": " + Main.Failures.describe(e), e);

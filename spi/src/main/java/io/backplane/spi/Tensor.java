@@ -52,7 +52,13 @@ public final class Tensor {
         this.elementCount = elementCount(name, this.shape);
         this.deviceId = deviceId;
         if (dataType.isFixedSize()) {
-            long expected = Math.multiplyExact(elementCount, dataType.byteSize());
+            long expected;
+            try {
+                expected = Math.multiplyExact(elementCount, dataType.byteSize());
+            } catch (ArithmeticException overflow) {
+                throw BackplaneException.invalid("tensor '" + name + "': " + dataType + " shape " + Arrays.toString(this.shape) + " needs more than"
+                        + " 2^63-1 bytes; no tensor can be that large: send a smaller shape");
+            }
             if (data.byteSize() != expected) {
                 throw BackplaneException.invalid("tensor '" + name + "': " + dataType + " shape " + Arrays.toString(this.shape)
                         + " needs " + expected + " bytes but the data has " + data.byteSize());
@@ -344,18 +350,31 @@ public final class Tensor {
     }
 
     /**
-     * The element count of {@code shape}, checking that every dimension is ≥ 0.
+     * The element count of {@code shape}, checking that every dimension is ≥ 0 and that the
+     * count fits in a {@code long}.
      *
-     * @throws BackplaneException INVALID_ARGUMENT naming the tensor and the bad dimension
+     * @throws BackplaneException INVALID_ARGUMENT naming the tensor and the bad dimension, or the
+     *     shape whose element count exceeds 2^63-1
      */
     public static long elementCount(String tensorName, long[] shape) {
-        long n = 1;
         for (long d : shape) {
             if (d < 0) {
                 throw BackplaneException.invalid("tensor '" + tensorName + "': shape " + Arrays.toString(shape)
                         + " has a negative dimension; concrete tensors need every dimension ≥ 0");
             }
-            n = Math.multiplyExact(n, d);
+        }
+        long n = 1;
+        for (long d : shape) {
+            try {
+                n = Math.multiplyExact(n, d);
+            } catch (ArithmeticException overflow) {
+                // A zero dimension later in the shape would make it empty: [2^40, 2^40, 0] has no elements.
+                if (Arrays.stream(shape).anyMatch(x -> x == 0)) {
+                    return 0;
+                }
+                throw BackplaneException.invalid("tensor '" + tensorName + "': shape " + Arrays.toString(shape) + " has more than 2^63-1"
+                        + " elements; no tensor can hold that many: check the shape (each dimension is a count of elements, not bytes)");
+            }
         }
         return n;
     }

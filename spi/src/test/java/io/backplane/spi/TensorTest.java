@@ -91,4 +91,23 @@ class TensorTest {
         assertTrue(Float.isNaN(Tensor.fromBf16Bits(Tensor.toBf16Bits(Float.NaN))));
         assertEquals(1f, Tensor.fromBf16Bits((short) 0x3F80));
     }
+
+    @Test
+    void elementCount_overflowingShape_invalidArgumentNamingTensorAndShape() {
+        long[] shape = new long[10];
+        java.util.Arrays.fill(shape, 1L << 31);
+        BackplaneException e = assertThrows(BackplaneException.class, () -> Tensor.elementCount("INPUT0", shape));
+        assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
+        assertTrue(e.getMessage().startsWith("tensor 'INPUT0': shape [2147483648, 2147483648,") && e.getMessage().contains("more than 2^63-1 elements"),
+                e.getMessage());
+        assertEquals(0, Tensor.elementCount("INPUT0", new long[] {1L << 40, 1L << 40, 0}), "a zero dimension makes it empty, overflow or not");
+    }
+
+    @Test
+    void of_elementsFitButBytesOverflow_invalidArgumentNamingTheBytes() {
+        BackplaneException e = assertThrows(BackplaneException.class,
+                () -> Tensor.of("INPUT0", DataType.FP64, new long[] {1L << 61}, MemorySegment.ofArray(new byte[8])));
+        assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
+        assertTrue(e.getMessage().contains("'INPUT0'") && e.getMessage().contains("more than 2^63-1 bytes"), e.getMessage());
+    }
 }

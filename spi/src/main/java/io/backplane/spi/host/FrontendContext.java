@@ -40,6 +40,22 @@ public interface FrontendContext {
     }
 
     /**
+     * The host's custom-metrics registry, for this frontend's own series (a frontend's count of
+     * malformed messages, say): families created through it are exported by the host's metrics
+     * plugin ({@link InferenceService#customMetrics()}) beside the models' families. Families and
+     * metrics are reference-counted host-wide, so two frontends asking for the same family and
+     * labels share one series; close what you create when the frontend closes (a series goes
+     * when its last reference does). May be called from any thread, any number of times;
+     * thread-safe; never null.
+     *
+     * @throws UnsupportedOperationException when the host offers no metrics to frontends (the
+     *     default): the frontend then serves without its own series
+     */
+    default io.backplane.spi.metrics.MetricRegistry metrics() {
+        throw new UnsupportedOperationException("this host offers no metrics to frontends");
+    }
+
+    /**
      * The host-wide object of {@code type}, so that the host's frontends share one (Triton's
      * system shared-memory regions: one registry for REST and gRPC). The first frontend to ask
      * creates it with {@code create}; the host closes it after every frontend has closed. The

@@ -6,6 +6,7 @@ import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.spi.host.Frontend;
 import io.backplane.spi.host.FrontendContext;
 import io.backplane.spi.host.InferenceService;
+import io.backplane.spi.metrics.MetricRegistry;
 import io.grpc.Server;
 import io.grpc.ServerCredentials;
 import io.grpc.TlsServerCredentials;
@@ -53,13 +54,17 @@ final class GrpcFrontend implements Frontend {
 
     private final io.backplane.spi.host.@Nullable LogControl logs;
     private final io.backplane.spi.host.RequestTracer tracer;
+    /** The host's metrics for this frontend; null when it gives none. */
+    private final @Nullable MetricRegistry metrics;
+    private @Nullable MalformedMessages malformed;
 
     GrpcFrontend(InferenceService service, GrpcOptions options) {
-        this(service, options, null, new FrontendContext.Shared<>(new SystemSharedMemory(), true), io.backplane.spi.host.RequestTracer.NONE);
+        this(service, options, null, new FrontendContext.Shared<>(new SystemSharedMemory(), true), io.backplane.spi.host.RequestTracer.NONE, null);
     }
 
     GrpcFrontend(InferenceService service, GrpcOptions options, io.backplane.spi.host.@Nullable LogControl logs,
-            FrontendContext.Shared<SystemSharedMemory> shm, io.backplane.spi.host.RequestTracer tracer) {
+            FrontendContext.Shared<SystemSharedMemory> shm, io.backplane.spi.host.RequestTracer tracer, @Nullable MetricRegistry metrics) {
+        this.metrics = metrics;
         this.logs = logs;
         this.tracer = tracer;
         this.shm = shm.value();
@@ -84,6 +89,8 @@ final class GrpcFrontend implements Frontend {
         try {
             InetSocketAddress address = new InetSocketAddress(options.host(), options.port());
             InboundBudget budget = new InboundBudget(service);
+            MalformedMessages guard = new MalformedMessages(metrics);
+            malformed = guard;
             NettyServerBuilder builder = options.sslCert() == null ? NettyServerBuilder.forAddress(address)
                     : NettyServerBuilder.forAddress(address, credentials(options));
             if (options.maxConnectionIdleMillis() > 0) {
@@ -106,7 +113,8 @@ final class GrpcFrontend implements Frontend {
                     .channelFactory(() -> new CappedServerChannel(connections, options.maxConnections()))
                     .directExecutor()
                     .maxInboundMessageSize(options.maxMessageBytes())
-                    .addService(new GrpcInferenceService(service, admin, shm, logs, tracer))
+                    .addTransportFilter(guard)
+                    .addService(guard.guard(new GrpcInferenceService(service, admin, shm, logs, tracer).bindService()))
                     .build().start();
         } catch (Exception | Error e) {
             close();
@@ -181,6 +189,10 @@ final class GrpcFrontend implements Frontend {
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
+        }
+        MalformedMessages m = malformed;
+        if (m != null) {
+            m.close();
         }
         if (ownsShm) {
             shm.close();

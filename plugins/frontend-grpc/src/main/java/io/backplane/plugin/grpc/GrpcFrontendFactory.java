@@ -3,6 +3,8 @@ package io.backplane.plugin.grpc;
 import io.backplane.spi.host.Frontend;
 import io.backplane.spi.host.FrontendContext;
 import io.backplane.spi.host.FrontendFactory;
+import io.backplane.spi.metrics.MetricRegistry;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The {@code grpc} frontend: {@code inference.GRPCInferenceService}. Options (all optional):
@@ -23,7 +25,18 @@ public final class GrpcFrontendFactory implements FrontendFactory {
 
     @Override
     public Frontend create(FrontendContext context) {
-        return new GrpcFrontend(context.service(), GrpcOptions.parse(context.options()), context.logControl(),
-                context.shared(io.backplane.protocol.SystemSharedMemory.class, () -> new io.backplane.protocol.SystemSharedMemory(context.deviceSharedMemory())), context.tracer());
+        GrpcOptions options = GrpcOptions.parse(context.options());
+        return new GrpcFrontend(context.service(), options, context.logControl(),
+                context.shared(io.backplane.protocol.SystemSharedMemory.class, () -> new io.backplane.protocol.SystemSharedMemory(context.deviceSharedMemory())),
+                context.tracer(), metrics(context));
+    }
+
+    /** The host's metrics, or null when it gives frontends none (then malformed messages are not counted). */
+    private static @Nullable MetricRegistry metrics(FrontendContext context) {
+        try {
+            return context.metrics();
+        } catch (UnsupportedOperationException e) {
+            return null;
+        }
     }
 }

@@ -206,4 +206,26 @@ class MetricsFrontendTest {
         }
         TestSupport.assertNoBackplaneThreads();
     }
+
+    /** A frontend's own family (FrontendContext.metrics(), here the gRPC frontend's name) is scraped beside the built-in series. */
+    @Test
+    void metrics_aFrontendsCustomFamily_onTheEndpoint() throws Exception {
+        try (BackplaneHost host = BackplaneHost.builder().build();
+                MetricsFrontend metrics = (MetricsFrontend) new MetricsFrontendFactory().create(TestSupport.context(host,
+                        Map.of("host", "127.0.0.1", "port", "0")));
+                HttpClient http = HttpClient.newHttpClient()) {
+            metrics.start();
+            var family = host.frontendMetrics("frontend 'grpc'").family("backplane_grpc_malformed_messages_total",
+                    "gRPC messages that could not be parsed", io.backplane.spi.metrics.MetricKind.COUNTER);
+            var counter = family.metric(Map.of("method", "ModelInfer"));
+            counter.increment(2);
+            String text = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + metrics.port() + "/metrics")).GET().build(),
+                    HttpResponse.BodyHandlers.ofString()).body();
+            assertTrue(text.contains("# TYPE backplane_grpc_malformed_messages_total counter\n"), text);
+            assertEquals(2, sample(text, "backplane_grpc_malformed_messages_total", "method=\"ModelInfer\""), text);
+            counter.close();
+            family.close();
+        }
+        TestSupport.assertNoBackplaneThreads();
+    }
 }
