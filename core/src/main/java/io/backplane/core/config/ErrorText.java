@@ -11,7 +11,7 @@ import java.util.regex.Pattern;
  */
 public final class ErrorText {
     /** The most characters of one quoted value an error keeps. */
-    static final int QUOTED_CHARS = 120;
+    static final int QUOTED_CHARS = 512;
     /** The most characters of an error message. */
     static final int MESSAGE_CHARS = 4_000;
 
