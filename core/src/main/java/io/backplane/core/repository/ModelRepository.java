@@ -249,7 +249,10 @@ public final class ModelRepository {
                 }
             });
             Path config = modelDir.resolve(ModelConfigParser.CONFIG_FILE);
-            if (Files.isRegularFile(config)) {
+            String configOut = realRoot != null && Files.isRegularFile(config) ? leavesRoot(config, realRoot) : null;
+            if (configOut != null) {
+                entries.add("l c " + configOut); // refused at load: its content is not read
+            } else if (Files.isRegularFile(config)) {
                 // Content too: an edit within the file system's timestamp granularity keeps size and mtime.
                 entries.add("c " + hash(Files.readAllBytes(config)));
             }
@@ -277,7 +280,7 @@ public final class ModelRepository {
         }
     }
 
-    /** The real path of link {@code dir} when it leaves {@code realRoot}, else null. */
+    /** The real path of {@code dir} (a link, or a file reached through one) when it leaves {@code realRoot}, else null. */
     private static @org.jspecify.annotations.Nullable String leavesRoot(Path dir, Path realRoot) {
         try {
             Path real = dir.toRealPath();
