@@ -184,6 +184,8 @@ public final class FileRoot {
             // a folder this process cannot list, it cannot read from either
         } catch (IOException e) {
             throw unresolvable("model '" + model + "': " + dir, dir, e);
+        } catch (java.nio.file.DirectoryIteratorException e) {
+            throw unresolvable("model '" + model + "': " + dir, dir, e.getCause());
         } finally {
             chain.pop();
         }
