@@ -455,6 +455,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         private int maxInstancesPerHost = HostOptions.Limits.DEFAULT_MAX_INSTANCES_PER_HOST;
         private long responseCacheBytes;
         private String serverName = DEFAULT_SERVER_NAME;
+        private boolean allowLinksOutsideRepository;
 
         private Builder() {
         }
@@ -569,6 +570,21 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
          */
         public Builder strictReadiness(boolean on) {
             strictReadiness = on;
+            return this;
+        }
+
+        /**
+         * Whether a model may be served from files whose real path (every symbolic link followed)
+         * is outside the repository root it was found in. Off by default: such a model fails to
+         * load (INVALID_ARGUMENT naming the link and where it points), and so does a file a backend
+         * opens by name there ({@code default_model_filename}, {@code label_filename}, a warm-up
+         * {@code input_data_file}, the Python backend's {@code EXECUTION_ENV_PATH}). Links that stay
+         * inside the root are always fine (Kubernetes mounts ConfigMaps through such links), and so
+         * is a root that is itself a link. {@code backplane serve --allow-links-outside-repository}.
+         * See docs/model-repository.md.
+         */
+        public Builder allowLinksOutsideRepository(boolean on) {
+            allowLinksOutsideRepository = on;
             return this;
         }
 
@@ -706,7 +722,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
                     restartBackoffMin, restartBackoffMax, backendOptions, backends, allBatchers, codeModels, ticker, listeners, loader, callerRuns,
                     responseCacheBytes,
                     new HostOptions.Limits(memoryBudget > 0 ? memoryBudget : MemoryBudget.defaultLimit(), defaultMaxQueueSize, maxInstancesPerModel,
-                            maxInstancesPerHost), builtinWarmup, ownWarmup);
+                            maxInstancesPerHost), builtinWarmup, ownWarmup, allowLinksOutsideRepository);
             Path work = HostWorkDirectory.create();
             HostRuntime runtime;
             try {

@@ -58,6 +58,13 @@ final class ServeCommand implements Callable<Integer> {
     @Option(names = "--load-model", paramLabel = "<model>", description = "A model to load at start (explicit mode); repeatable.")
     List<String> loadModels = new ArrayList<>();
 
+    @Option(names = "--allow-links-outside-repository", paramLabel = "<bool>", arity = "0..1", defaultValue = "false", fallbackValue = "true",
+            description = "Serve models whose files or folders are symbolic links to places outside the model repository (by default such a"
+                    + " model fails to load, naming the link; links that stay inside the repository, as in a Kubernetes ConfigMap mount,"
+                    + " are always fine). Also lets default_model_filename, label files, warm-up data and the python backend's"
+                    + " EXECUTION_ENV_PATH lead outside (default: ${DEFAULT-VALUE}).")
+    boolean allowLinksOutsideRepository;
+
     @Option(names = "--repository-poll-secs", paramLabel = "<s>", defaultValue = "15", converter = Converters.PositiveSeconds.class,
             description = "How often poll mode rescans the repositories (default: ${DEFAULT-VALUE}).")
     int pollSecs;
@@ -248,7 +255,10 @@ final class ServeCommand implements Callable<Integer> {
         }
         builder.serverName(serverName);
         builder.defaultMaxQueueSize(defaultMaxQueueSize).maxInstancesPerModel(maxInstancesPerModel).maxInstancesPerHost(maxInstancesPerHost)
-                .builtinWarmup(builtinWarmup);
+                .builtinWarmup(builtinWarmup).allowLinksOutsideRepository(allowLinksOutsideRepository);
+        if (allowLinksOutsideRepository) {
+            log.info("--allow-links-outside-repository: models may be served from files outside the model repositories through links");
+        }
         if (ownWarmupMillis > 60_000) {
             throw new ParameterException(spec.commandLine(), "--own-warmup-ms " + ownWarmupMillis + " is over a minute; give 0 (off) to 60000");
         }

@@ -1,6 +1,7 @@
 package io.backplane.server;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -140,7 +141,8 @@ class CliOptionsTest {
         assertEquals(0, cli().execute("serve", "--help"));
         for (String o : List.of("--model-repository", "--model-control-mode", "--load-model", "--repository-poll-secs", "--http-port", "--grpc-port",
                 "--metrics-port", "--backend-directory", "--bundled-backends", "--backend-config", "--cache-config", "--exit-timeout-secs", "--log-verbose",
-                "--memory-budget-bytes", "--default-max-queue-size", "--max-instances-per-model", "--max-instances-per-host")) {
+                "--memory-budget-bytes", "--default-max-queue-size", "--max-instances-per-model", "--max-instances-per-host",
+                "--allow-links-outside-repository")) {
             assertTrue(out.toString().contains(o), o + " missing from serve --help:\n" + out);
         }
         assertTrue(out.toString().contains("default: 8000"), out.toString());
@@ -167,6 +169,9 @@ class CliOptionsTest {
         assertEquals(256, s.maxInstancesPerHost);
         assertNull(s.controlMode);
         assertTrue(s.allowHttp && s.allowGrpc && s.allowMetrics);
+        assertFalse(s.allowLinksOutsideRepository, "links out of the repository are refused by default");
+        assertTrue(parseServe("--allow-links-outside-repository").allowLinksOutsideRepository);
+        assertFalse(parseServe("--allow-links-outside-repository=false").allowLinksOutsideRepository);
     }
 
     @Test

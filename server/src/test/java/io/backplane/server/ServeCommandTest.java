@@ -100,6 +100,42 @@ class ServeCommandTest {
         return f.get(0);
     }
 
+    /** A model whose file links out of the repository: refused by default, naming the link; --allow-links-outside-repository serves it. */
+    @Test
+    void serve_modelLinkingOutOfTheRepository_refusedUnlessAllowLinksOutsideRepository() throws Exception {
+        Path model = Files.createDirectories(dir.resolve("repo/linked/1"));
+        Files.writeString(model.getParent().resolve("config.pbtxt"), """
+                name: "linked"
+                backend: "scripted"
+                input [ { name: "IN" data_type: TYPE_INT64 dims: [ 1 ] } ]
+                output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 1 ] } ]
+                """);
+        Path outside = Files.writeString(Files.createDirectories(dir.resolve("outside")).resolve("weights"), "v1");
+        Files.createSymbolicLink(model.resolve("weights"), outside);
+        for (boolean allowed : new boolean[] {false, true}) {
+            ScriptedBackend backend = new ScriptedBackend();
+            Run run = serve(b -> b.backend(backend), "--model-repository", "repo", "--model-control-mode", "explicit", "--http-port", "0",
+                    "--grpc-port", "-1", "--allow-links-outside-repository=" + allowed);
+            Server server = run.started().get(60, TimeUnit.SECONDS);
+            try {
+                if (allowed) {
+                    server.host().load("linked");
+                    assertEquals(3L, ScriptedBackend.tagOf(server.host().infer(ScriptedBackend.request("linked", 3)).get(30, TimeUnit.SECONDS)));
+                } else {
+                    BackplaneException e = org.junit.jupiter.api.Assertions.assertThrows(BackplaneException.class, () -> server.host().load("linked"));
+                    assertEquals(ErrorCode.INVALID_ARGUMENT, e.code(), e.getMessage());
+                    assertTrue(e.getMessage().contains(model.resolve("weights").toAbsolutePath() + " is a symbolic link to " + outside)
+                            && e.getMessage().contains("--allow-links-outside-repository"), e.getMessage());
+                    assertEquals(0, backend.modelsLoaded.get());
+                }
+            } finally {
+                server.close();
+            }
+            assertEquals(0, run.exit().get(60, TimeUnit.SECONDS), err.toString());
+            run.thread().join(TimeUnit.SECONDS.toMillis(30));
+        }
+    }
+
     @Test
     void serve_port0_startsFrontendWithOptions_logsBoundPort_closesFrontendAndHostOnShutdown() throws Exception {
         Run run = serve("--model-repository", "repo", "--model-control-mode", "explicit", "--http-port", "0", "--grpc-port", "-1",

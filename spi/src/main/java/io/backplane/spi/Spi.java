@@ -11,9 +11,10 @@ public final class Spi {
      * it also added child requests ({@link ScheduledRequest#startChild}) and custom metrics
      * ({@link ModelContext#metrics()}, {@code io.backplane.spi.metrics}). Version 3 added flow
      * control: {@link ResponseSender#ready()} and {@code ResponseObserver.ready()}. Version 4 added
-     * readiness checks that the model's code takes part in: {@link ModelInstance#checkReady()}.
+     * readiness checks that the model's code takes part in: {@link ModelInstance#checkReady()}. Version 5
+     * added the host's check of files a backend opens by name: {@link ModelContext#checkedFile}.
      */
-    public static final int VERSION = 4;
+    public static final int VERSION = 5;
 
     /**
      * The oldest plugin SPI version this host still loads. A backend built against version 1
@@ -23,7 +24,7 @@ public final class Spi {
 
     /**
      * The manifest attribute that carries the SPI version a plugin jar was built against
-     * ({@code Backplane-SPI-Version: 4}). The spi jar's own manifest carries its version under the
+     * ({@code Backplane-SPI-Version: 5}). The spi jar's own manifest carries its version under the
      * same name; Backplane's build and archetype write it into every plugin jar. The host reads it
      * from the jar that holds a plugin's factory class when the factory does not report a version
      * itself, and assumes {@link #OLDEST_SUPPORTED_VERSION} (with a warning) when neither says.

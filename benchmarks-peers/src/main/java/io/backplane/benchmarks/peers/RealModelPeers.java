@@ -131,7 +131,9 @@ final class RealModelPeers {
 
         static HostPeer start(Ctx ctx, Model m, boolean both) throws Exception {
             Path repo = repository(ctx, m, both);
-            BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.NONE).build();
+            // the torch model's EXECUTION_ENV_PATH names the zoo's environment, outside this repository
+            BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.NONE)
+                    .allowLinksOutsideRepository(true).build();
             String how = "embedded host, blocking infer().get()";
             return new HostPeer(host, m, backplaneConfig(ctx, m, false, how), backplaneConfig(ctx, m, true, how));
         }
@@ -224,7 +226,7 @@ final class RealModelPeers {
                 cmd.add("io.backplane.server.Main");
             }
             cmd.addAll(List.of("serve", "--model-repository", repo.toString(), "--model-control-mode", "explicit", "--http-port", Integer.toString(port),
-                    "--http-address", "127.0.0.1", "--grpc-port", "-1", "--metrics-port", "-1"));
+                    "--http-address", "127.0.0.1", "--grpc-port", "-1", "--metrics-port", "-1", "--allow-links-outside-repository"));
             Path log = ctx.work.resolve("serve-" + port + ".log");
             Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile()).start();
             String how = "`backplane serve` (" + (ctx.dist != null ? ctx.dist.resolve("bin/backplane") : "child JVM of peers.jar") + "), REST binary tensors";

@@ -1,5 +1,6 @@
 package io.backplane.core.internal;
 
+import io.backplane.core.repository.FileRoot;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
 import io.backplane.spi.ErrorCode;
@@ -50,10 +51,10 @@ final class Classification {
      * Reads the label file of every output that names one ({@code label_filename}, relative to the
      * model directory, as in Triton).
      *
-     * @throws BackplaneException INVALID_ARGUMENT when a label file is missing, unreadable or
-     *     outside the model directory
+     * @throws BackplaneException INVALID_ARGUMENT when a label file is missing, unreadable, named
+     *     outside the model directory, or really (links followed) outside {@code files}' root
      */
-    static Classification load(ModelConfig config, Path modelDirectory) {
+    static Classification load(ModelConfig config, Path modelDirectory, FileRoot files) {
         Map<String, List<String>> labels = new HashMap<>();
         for (ConfigNode out : config.raw().sections("output")) {
             String file = out.value("label_filename").orElse("");
@@ -61,7 +62,7 @@ final class Classification {
                 continue;
             }
             String output = out.value("name").orElse("");
-            Path path = ModelFiles.inside(modelDirectory, file, "output '" + output + "' label_filename");
+            Path path = ModelFiles.inside(modelDirectory, file, "model '" + config.name() + "' output '" + output + "' label_filename", files);
             try {
                 List<String> lines = new ArrayList<>(Files.readAllLines(path, StandardCharsets.UTF_8));
                 while (!lines.isEmpty() && lines.getLast().isEmpty()) {

@@ -1,5 +1,6 @@
 package io.backplane.core.internal;
 
+import io.backplane.core.repository.FileRoot;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.config.ModelConfig;
@@ -32,10 +33,10 @@ public final class CodeModels implements ModelSource {
         }
     }
 
-    /** A definition for a model built in code; its folder is a placeholder under {@code root}. */
+    /** A definition for a model built in code; its folder is a placeholder under {@code root}, and nothing checks its files ({@link FileRoot#NONE}). */
     public static Definition inCode(ModelConfig config, List<Long> versions, Path root) {
         return new Definition(config.name(), root.resolve(config.name()), config, versions.isEmpty() ? List.of(1L) : versions,
-                "code:" + config.hashCode());
+                "code:" + config.hashCode(), FileRoot.NONE);
     }
 
     @Override
@@ -60,6 +61,16 @@ public final class CodeModels implements ModelSource {
     }
 
     @Override
+    public FileRoot fileRoot(String name) {
+        return defined.containsKey(name) ? FileRoot.NONE : repository.fileRoot(name);
+    }
+
+    @Override
+    public boolean linksOutAllowed() {
+        return repository.linksOutAllowed();
+    }
+
+    @Override
     public Map<String, String> fingerprints() {
         Map<String, String> out = new LinkedHashMap<>(repository.fingerprints());
         defined.forEach((n, d) -> out.put(n, d.fingerprint()));
@@ -68,6 +79,18 @@ public final class CodeModels implements ModelSource {
 
     /** A source with no models, for hosts without a repository. */
     public static final class EmptySource implements ModelSource {
+        private final boolean linksOutAllowed;
+
+        /** @param linksOutAllowed the host's option, for the models loaded with files ({@link ModelSource#linksOutAllowed()}) */
+        public EmptySource(boolean linksOutAllowed) {
+            this.linksOutAllowed = linksOutAllowed;
+        }
+
+        @Override
+        public boolean linksOutAllowed() {
+            return linksOutAllowed;
+        }
+
         @Override
         public List<String> modelNames() {
             return List.of();

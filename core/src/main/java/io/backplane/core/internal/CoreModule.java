@@ -51,7 +51,8 @@ public final class CoreModule extends AbstractModule {
     @Provides
     @Singleton
     ModelSource modelSource(PluginManager plugins) {
-        ModelSource repo = options.repositories().isEmpty() ? new CodeModels.EmptySource() : new RepositorySource(options.repositories(), plugins);
+        ModelSource repo = options.repositories().isEmpty() ? new CodeModels.EmptySource(options.allowLinksOutsideRepository())
+                : new RepositorySource(options.repositories(), plugins, options.allowLinksOutsideRepository());
         List<ModelSource.Definition> defs = new ArrayList<>();
         for (HostOptions.CodeModel m : options.codeModels()) {
             defs.add(CodeModels.inCode(m.config(), m.versions(), workDirectory.resolve("models")));

@@ -11,12 +11,17 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 
-/** Everything the embedded builder collected; immutable. */
+/**
+ * Everything the embedded builder collected; immutable.
+ *
+ * @param allowLinksOutsideRepository whether a model's files may really (links followed) be outside
+ *     its repository root ({@link io.backplane.core.repository.FileRoot})
+ */
 public record HostOptions(List<Path> repositories, List<Path> backendsDirectories, ModelControlMode controlMode, List<String> initialModels,
         Duration pollInterval, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax,
         Map<String, Map<String, String>> backendOptions, List<BackendFactory> backends, List<BatcherFactory> batchers,
         List<CodeModel> codeModels, Ticker ticker, List<HostListener> listeners, ClassLoader hostClassLoader, boolean callerRuns,
-        long responseCacheBytes, Limits limits, boolean builtinWarmup, Duration ownWarmup) {
+        long responseCacheBytes, Limits limits, boolean builtinWarmup, Duration ownWarmup, boolean allowLinksOutsideRepository) {
 
     public HostOptions {
         repositories = List.copyOf(repositories);

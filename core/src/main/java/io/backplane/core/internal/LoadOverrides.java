@@ -6,6 +6,7 @@ import io.backplane.core.config.BackendCatalog;
 import io.backplane.core.config.JsonConfig;
 import io.backplane.core.config.ModelConfigParser;
 import io.backplane.core.config.VersionFolders;
+import io.backplane.core.repository.FileRoot;
 import io.backplane.core.repository.ModelRepository;
 import io.backplane.core.repository.RepositoryModel;
 import io.backplane.spi.BackplaneException;
@@ -46,12 +47,15 @@ final class LoadOverrides implements AutoCloseable {
     private static final int MAX_DEPTH = 16;
 
     private final BackendCatalog catalog;
+    private final boolean linksOutAllowed;
     private final AtomicLong sequence = new AtomicLong();
     private @Nullable Path root;
     private boolean closed;
 
-    LoadOverrides(BackendCatalog catalog) {
+    /** @param linksOutAllowed the host's option: whether a model's files may really be outside its root ({@link FileRoot}) */
+    LoadOverrides(BackendCatalog catalog, boolean linksOutAllowed) {
         this.catalog = requireNonNull(catalog, "catalog is null");
+        this.linksOutAllowed = linksOutAllowed;
     }
 
     /** A definition and the private folder made for it (null when the repository folder is used). */
@@ -62,8 +66,10 @@ final class LoadOverrides implements AutoCloseable {
      * The definition of {@code name} under {@code override}.
      *
      * @param repositoryFolder the model's folder in the repository, or null when it has none
+     * @param repositoryFiles the rule for its files there ({@link ModelSource#fileRoot}); a model loaded
+     *     with files has its private folder as its root instead
      */
-    Defined define(String name, LoadOverride override, @Nullable Path repositoryFolder) {
+    Defined define(String name, LoadOverride override, @Nullable Path repositoryFolder, FileRoot repositoryFiles) {
         String config = override.config();
         if (config == null) {
             throw BackplaneException.invalid("load of model '" + name + "': file: parameters " + override.files().keySet()
@@ -75,6 +81,7 @@ final class LoadOverrides implements AutoCloseable {
                 throw BackplaneException.notFound("load of model '" + name + "' with a 'config' parameter: the model is not in the model"
                         + " repository; send its files as file:<version>/<name> parameters too");
             }
+            repositoryFiles.checkModelFolder(repositoryFolder, name);
             ModelConfig parsed = ModelConfigParser.parse(text, "load parameter 'config' of model '" + name + "'", name, catalog);
             VersionFolders folders = VersionFolders.scan(repositoryFolder);
             List<Long> served = parsed.versionPolicy().select(folders.versions());
@@ -82,7 +89,8 @@ final class LoadOverrides implements AutoCloseable {
                 throw BackplaneException.invalid("load parameter 'config' of model '" + name + "': version_policy " + parsed.versionPolicy()
                         + " selects none of the version folders " + folders.versions() + " in " + repositoryFolder);
             }
-            return new Defined(new ModelSource.Definition(name, repositoryFolder, parsed, served, "override:" + text.hashCode()), null);
+            return new Defined(new ModelSource.Definition(name, repositoryFolder, parsed, served, "override:" + text.hashCode(), repositoryFiles),
+                    null);
         }
         checkName(name);
         checkFiles(name, override);
@@ -93,8 +101,9 @@ final class LoadOverrides implements AutoCloseable {
                 write(name, modelDir, f.getKey(), f.getValue());
             }
             Files.writeString(modelDir.resolve(ModelConfigParser.CONFIG_FILE), text, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE);
-            RepositoryModel m = new ModelRepository(List.of(folder), catalog).read(name);
-            return new Defined(new ModelSource.Definition(name, m.directory(), m.config(), m.servedVersions(), m.fingerprint()), folder);
+            // The private folder is the model's root: a backend's checkedFile keeps it to these files.
+            RepositoryModel m = new ModelRepository(List.of(folder), catalog, linksOutAllowed).read(name);
+            return new Defined(new ModelSource.Definition(name, m.directory(), m.config(), m.servedVersions(), m.fingerprint(), m.files()), folder);
         } catch (IOException e) {
             delete(folder);
             throw new BackplaneException(ErrorCode.INTERNAL, "load of model '" + name + "': cannot write its files under " + folder + ": " + e, e);

@@ -7,6 +7,7 @@ import io.backplane.spi.host.ModelState;
 import io.backplane.spi.host.ModelStatus;
 import io.backplane.core.plugin.PluginManager;
 import io.backplane.core.config.ErrorText;
+import io.backplane.core.repository.FileRoot;
 import io.backplane.spi.Backend;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackplaneException;
@@ -84,7 +85,7 @@ public final class ModelRegistry {
         this.plugins = requireNonNull(plugins, "plugins is null");
         this.host = requireNonNull(host, "host is null");
         this.validator = requireNonNull(validator, "validator is null");
-        this.overrides = new LoadOverrides(plugins);
+        this.overrides = new LoadOverrides(plugins, source.linksOutAllowed());
         host.registry(this);
     }
 
@@ -123,7 +124,7 @@ public final class ModelRegistry {
             ModelSource.Definition def;
             if (!override.isEmpty()) {
                 try {
-                    LoadOverrides.Defined d = overrides.define(name, override, source.directory(name));
+                    LoadOverrides.Defined d = overrides.define(name, override, source.directory(name), source.fileRoot(name));
                     def = d.definition();
                     created = d.folder();
                 } catch (BackplaneException ex) {
@@ -160,7 +161,7 @@ public final class ModelRegistry {
                     Backend backend = plugins.backend(backendName, name);
                     BackendContext bctx = plugins.contextFor(backendName);
                     long newest = def.versions().isEmpty() ? 1 : def.versions().getLast();
-                    ModelConfig completed = backend.autoCompleteConfig(new VersionContext(name, newest, declared, def.directory(), bctx, (n, d, k) -> {
+                    ModelConfig completed = backend.autoCompleteConfig(new VersionContext(name, newest, declared, def.directory(), def.files(), bctx, (n, d, k) -> {
                         throw new UnsupportedOperationException("custom metrics are available from loadModel on, not in autoCompleteConfig");
                     }));
                     ModelConfig config = BackendFit.apply(validator.apply(requireNonNull(completed, "autoCompleteConfig returned null")),
@@ -171,7 +172,7 @@ public final class ModelRegistry {
                                 + "; add a numeric folder such as " + def.directory().resolve("1"));
                     }
                     for (long v : def.versions()) {
-                        loaded.add(ModelVersion.load(name, v, config, def.directory(), backend, bctx, batcher, host,
+                        loaded.add(ModelVersion.load(name, v, config, def.directory(), def.files(), backend, bctx, batcher, host,
                                 plugins.capabilities(backendName)));
                     }
                 }
@@ -286,7 +287,7 @@ public final class ModelRegistry {
                     + "; add an empty numeric folder such as " + def.directory().resolve("1") + ", as Triton requires");
         }
         for (long v : def.versions()) {
-            loaded.add(ModelVersion.loadEnsemble(name, v, config, def.directory(), plan, composingReady, host));
+            loaded.add(ModelVersion.loadEnsemble(name, v, config, def.directory(), def.files(), plan, composingReady, host));
         }
     }
 
@@ -647,7 +648,7 @@ public final class ModelRegistry {
             Backend backend = plugins.backend(backendName, name);
             BackendContext bctx = plugins.contextFor(backendName);
             ModelConfig config = validator.apply(model.config().toBuilder().name(name).parameter(Warmup.PARAMETER, "false").build());
-            v = ModelVersion.load(name, 1, config, folder, backend, bctx, plugins.batcher(batcherName(config), name), host,
+            v = ModelVersion.load(name, 1, config, folder, FileRoot.NONE, backend, bctx, plugins.batcher(batcherName(config), name), host,
                     plugins.capabilities(backendName));
             InferenceRequest request = Warmup.builtinRequest(config);
             if (request == null) {

@@ -1,5 +1,6 @@
 package io.backplane.core.internal;
 
+import io.backplane.core.repository.FileRoot;
 import io.backplane.spi.config.ModelConfig;
 import java.nio.file.Path;
 import java.util.List;
@@ -23,13 +24,31 @@ public interface ModelSource {
         return null;
     }
 
+    /**
+     * Where the files of model {@code name} may really be ({@link FileRoot}: its repository root);
+     * {@link FileRoot#NONE} when it has no repository folder.
+     */
+    default FileRoot fileRoot(String name) {
+        return FileRoot.NONE;
+    }
+
+    /** Whether the host allows a model's files to be really outside its repository root. */
+    default boolean linksOutAllowed() {
+        return false;
+    }
+
     /** name → fingerprint of everything that defines the model, for poll-mode change detection. */
     Map<String, String> fingerprints();
 
-    /** One model's definition: its folder, checked config and the versions to serve. */
-    record Definition(String name, Path directory, ModelConfig config, List<Long> versions, String fingerprint) {
+    /**
+     * One model's definition: its folder, checked config and the versions to serve.
+     *
+     * @param files where its files may really be: what {@link io.backplane.spi.ModelContext#checkedFile} checks against
+     */
+    record Definition(String name, Path directory, ModelConfig config, List<Long> versions, String fingerprint, FileRoot files) {
         public Definition {
             versions = List.copyOf(versions);
+            java.util.Objects.requireNonNull(files, "files is null");
         }
     }
 }

@@ -2,6 +2,7 @@ package io.backplane.core.internal;
 
 import static java.util.Objects.requireNonNull;
 
+import io.backplane.core.repository.FileRoot;
 import io.backplane.spi.Backend;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackplaneException;
@@ -103,29 +104,32 @@ final class ModelVersion {
 
     /**
      * Loads a version: the backend model, the batcher, then every instance. On any failure
-     * everything created so far is closed and the cause is thrown.
+     * everything created so far is closed and the cause is thrown. {@code files}: where the
+     * model's files may really be (label and warm-up files, and what the backend checks through
+     * {@link VersionContext#checkedFile}).
      */
-    public static ModelVersion load(String name, long version, ModelConfig config, Path modelDirectory, Backend backend,
+    public static ModelVersion load(String name, long version, ModelConfig config, Path modelDirectory, FileRoot files, Backend backend,
             BackendContext backendContext, BatcherFactory batcherFactory, HostContext host) {
-        return load(name, version, config, modelDirectory, backend, backendContext, batcherFactory, host, io.backplane.spi.BackendCapabilities.DEFAULT);
+        return load(name, version, config, modelDirectory, files, backend, backendContext, batcherFactory, host,
+                io.backplane.spi.BackendCapabilities.DEFAULT);
     }
 
     /**
-     * As {@link #load(String, long, ModelConfig, Path, Backend, BackendContext, BatcherFactory, HostContext)};
+     * As {@link #load(String, long, ModelConfig, Path, FileRoot, Backend, BackendContext, BatcherFactory, HostContext)};
      * {@code capabilities}: the backend's. Only when its models may not start child requests
      * ({@link io.backplane.spi.BackendCapabilities#childRequests()}) does a worker of another model
      * run this model's ensemble steps itself ({@link StepTrampoline}); only when their execute is
      * free of side effects do they get the built-in warm-up without asking (R1, {@link Warmup}).
      */
-    public static ModelVersion load(String name, long version, ModelConfig config, Path modelDirectory, Backend backend,
+    public static ModelVersion load(String name, long version, ModelConfig config, Path modelDirectory, FileRoot files, Backend backend,
             BackendContext backendContext, BatcherFactory batcherFactory, HostContext host, io.backplane.spi.BackendCapabilities capabilities) {
         boolean childRequests = capabilities.childRequests();
         long started = System.nanoTime();
         long executeTimeout = executeTimeout(config);
-        Classification classes = Classification.load(config, modelDirectory);
-        List<Warmup.Sample> warmup = Warmup.of(config, modelDirectory, host.builtinWarmup(), capabilities.sideEffectFreeExecute());
+        Classification classes = Classification.load(config, modelDirectory, files);
+        List<Warmup.Sample> warmup = Warmup.of(config, modelDirectory, files, host.builtinWarmup(), capabilities.sideEffectFreeExecute());
         CustomMetrics.Scope metrics = host.customMetrics().scope("model '" + name + "' version " + version);
-        ModelVersion v = new ModelVersion(new VersionContext(name, version, config, modelDirectory, backendContext, metrics), metrics, host, classes);
+        ModelVersion v = new ModelVersion(new VersionContext(name, version, config, modelDirectory, files, backendContext, metrics), metrics, host, classes);
         List<InstanceSlot> callerRuns = List.of();
         List<InstanceSlot> stepSlots = List.of();
         try {
@@ -262,12 +266,12 @@ final class ModelVersion {
      * Loads a version of an ensemble: no backend model, batcher or instance; admitted requests go
      * to the core's {@link EnsembleScheduler}, whose steps are child requests of theirs.
      */
-    static ModelVersion loadEnsemble(String name, long version, ModelConfig config, Path modelDirectory, EnsemblePlan plan,
+    static ModelVersion loadEnsemble(String name, long version, ModelConfig config, Path modelDirectory, FileRoot files, EnsemblePlan plan,
             java.util.function.BooleanSupplier composingReady, HostContext host) {
         long started = System.nanoTime();
-        Classification classes = Classification.load(config, modelDirectory);
+        Classification classes = Classification.load(config, modelDirectory, files);
         // an ensemble's steps may be models of any backend: its built-in warm-up runs only when its config asks for it
-        List<Warmup.Sample> warmup = Warmup.of(config, modelDirectory, host.builtinWarmup(), false);
+        List<Warmup.Sample> warmup = Warmup.of(config, modelDirectory, files, host.builtinWarmup(), false);
         CustomMetrics.Scope metrics = host.customMetrics().scope("model '" + name + "' version " + version);
         BackendContext none = new BackendContext() {
             @Override
@@ -290,7 +294,7 @@ final class ModelVersion {
                 return io.backplane.spi.Spi.VERSION;
             }
         };
-        ModelVersion v = new ModelVersion(new VersionContext(name, version, config, modelDirectory, none, metrics), metrics, host, classes);
+        ModelVersion v = new ModelVersion(new VersionContext(name, version, config, modelDirectory, files, none, metrics), metrics, host, classes);
         EnsembleScheduler scheduler = new EnsembleScheduler(plan, composingReady, host);
         v.ensemble = scheduler;
         v.loadNanos = System.nanoTime() - started;

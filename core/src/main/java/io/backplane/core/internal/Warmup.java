@@ -1,5 +1,6 @@
 package io.backplane.core.internal;
 
+import io.backplane.core.repository.FileRoot;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
 import io.backplane.spi.ErrorCode;
@@ -90,8 +91,8 @@ final class Warmup {
      * @throws BackplaneException INVALID_ARGUMENT naming the sample and input when data cannot be
      *     made, or a bad {@value #PARAMETER} value
      */
-    static List<Sample> of(ModelConfig config, Path modelDirectory, boolean hostDefault, boolean sideEffectFree) {
-        List<Sample> own = samples(config, modelDirectory);
+    static List<Sample> of(ModelConfig config, Path modelDirectory, FileRoot files, boolean hostDefault, boolean sideEffectFree) {
+        List<Sample> own = samples(config, modelDirectory, files);
         if (!own.isEmpty()) {
             return own;
         }
@@ -184,11 +185,12 @@ final class Warmup {
     }
 
     /**
-     * The samples of {@code config}, their data built (files read from {@code <modelDirectory>/warmup/}).
+     * The samples of {@code config}, their data built (files read from {@code <modelDirectory>/warmup/},
+     * really under {@code files}' root, links followed).
      *
      * @throws BackplaneException INVALID_ARGUMENT naming the sample and input when data cannot be made
      */
-    static List<Sample> samples(ModelConfig config, Path modelDirectory) {
+    static List<Sample> samples(ModelConfig config, Path modelDirectory, FileRoot files) {
         List<Sample> out = new ArrayList<>();
         for (ConfigNode w : config.raw().sections("model_warmup")) {
             String name = w.value("name").orElse("");
@@ -199,14 +201,14 @@ final class Warmup {
             for (ConfigNode entry : w.sections("inputs")) {
                 String input = entry.value("key").orElse("");
                 ConfigNode in = entry.section("value").orElse(ConfigNode.EMPTY);
-                b.input(tensor(what + " input '" + input + "'", input, in, config.batches() ? batch : 0, modelDirectory));
+                b.input(tensor(what + " input '" + input + "'", input, in, config.batches() ? batch : 0, modelDirectory, files));
             }
             out.add(new Sample(name, b.build(), count));
         }
         return List.copyOf(out);
     }
 
-    private static Tensor tensor(String what, String name, ConfigNode in, int batch, Path modelDirectory) {
+    private static Tensor tensor(String what, String name, ConfigNode in, int batch, Path modelDirectory, FileRoot files) {
         DataType type = DataType.fromConfigName(in.value("data_type").orElse("TYPE_INVALID"));
         List<Long> dims = in.values("dims").stream().map(Long::parseLong).toList();
         long[] shape = new long[dims.size() + (batch > 0 ? 1 : 0)];
@@ -225,7 +227,7 @@ final class Warmup {
         long elements = Math.multiplyExact(perSample, copies);
         String file = in.value("input_data_file").orElse("");
         if (!file.isEmpty()) {
-            Path path = ModelFiles.inside(modelDirectory.resolve("warmup"), file, what + " input_data_file");
+            Path path = ModelFiles.inside(modelDirectory.resolve("warmup"), file, what + " input_data_file", files);
             byte[] one;
             try {
                 one = Files.readAllBytes(path);

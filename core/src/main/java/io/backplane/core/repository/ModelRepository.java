@@ -34,6 +34,10 @@ import org.slf4j.LoggerFactory;
  *
  * <p>A model name found under two roots is an error for that model only (its {@link #read} names
  * both paths); the other models stay usable.
+ *
+ * <p>Links: a model's files may be symbolic links, but unless links out are allowed, {@link #read}
+ * refuses a model with a file or folder whose real path leaves the root it was found in
+ * ({@link FileRoot}), and the fingerprint does not follow such a link (it records where it points).
  */
 public final class ModelRepository {
     private static final Logger LOG = LoggerFactory.getLogger(ModelRepository.class);
@@ -41,20 +45,28 @@ public final class ModelRepository {
 
     private final List<Path> roots;
     private final BackendCatalog catalog;
+    private final boolean linksOutAllowed;
 
-    /** A repository whose configs are parsed with no backend known ({@link BackendCatalog#NONE}). */
+    /** A repository whose configs are parsed with no backend known ({@link BackendCatalog#NONE}); links out refused. */
     public ModelRepository(List<Path> roots) {
         this(roots, BackendCatalog.NONE);
+    }
+
+    /** As {@link #ModelRepository(List, BackendCatalog, boolean)}, links out of the roots refused. */
+    public ModelRepository(List<Path> roots, BackendCatalog catalog) {
+        this(roots, catalog, false);
     }
 
     /**
      * @param roots repository directories, searched in order
      * @param catalog what the installed backends declared (platforms, model file names, sections they read)
+     * @param linksOutAllowed whether a model's files may really be outside its root ({@link FileRoot})
      * @throws BackplaneException INVALID_ARGUMENT when the list is empty, a root is not a directory, or
      *     a root is listed twice
      */
-    public ModelRepository(List<Path> roots, BackendCatalog catalog) {
+    public ModelRepository(List<Path> roots, BackendCatalog catalog, boolean linksOutAllowed) {
         this.catalog = java.util.Objects.requireNonNull(catalog, "catalog is null");
+        this.linksOutAllowed = linksOutAllowed;
         if (roots.isEmpty()) {
             throw BackplaneException.invalid("no model repository given; name at least one directory");
         }
@@ -86,7 +98,8 @@ public final class ModelRepository {
      * Reads model {@code name}: its configuration, version folders and fingerprint.
      *
      * @throws BackplaneException NOT_FOUND listing the available names when there is no such model;
-     *     INVALID_ARGUMENT for a bad config, a name found in two roots, or no version to serve
+     *     INVALID_ARGUMENT for a bad config, a name found in two roots, no version to serve, or a file
+     *     or folder of the model that really is outside its root ({@link FileRoot#checkModelFolder})
      */
     public RepositoryModel read(String name) {
         Map<String, List<Path>> models = scan();
@@ -96,8 +109,10 @@ public final class ModelRepository {
                     + models.keySet());
         }
         Path dir = single(name, dirs);
+        FileRoot files = fileRoot(dir);
         // Taken before the files are read: if they change during the read, the next poll sees a new fingerprint.
-        String fingerprint = fingerprint(dir);
+        String fingerprint = fingerprint(dir, files);
+        files.checkModelFolder(dir, name);
         ModelConfig config = ModelConfigParser.parseModelDirectory(dir, catalog);
         VersionFolders folders = VersionFolders.scan(dir);
         if (!folders.ignored().isEmpty()) {
@@ -113,7 +128,28 @@ public final class ModelRepository {
             throw BackplaneException.invalid(dir + ": model '" + name + "': version_policy " + config.versionPolicy()
                     + " selects none of the version folders " + folders.versions() + "; fix the policy or add the folders");
         }
-        return new RepositoryModel(name, dir, config, served, folders.versions(), fingerprint);
+        return new RepositoryModel(name, dir, config, served, folders.versions(), fingerprint, files);
+    }
+
+    /**
+     * The rule for the files of model {@code name} ({@link FileRoot}: the root it is in), or
+     * {@link FileRoot#NONE} when no root has it.
+     *
+     * @throws BackplaneException INVALID_ARGUMENT when the name is in more than one root
+     */
+    public FileRoot fileRoot(String name) {
+        Path dir = directory(name);
+        return dir == null ? FileRoot.NONE : fileRoot(dir);
+    }
+
+    /** Whether a model's files may really be outside its root. */
+    public boolean linksOutAllowed() {
+        return linksOutAllowed;
+    }
+
+    private FileRoot fileRoot(Path modelDir) {
+        // scan() lists each root: a model folder's parent is its root
+        return FileRoot.of(java.util.Objects.requireNonNull(modelDir.getParent()), linksOutAllowed);
     }
 
     /**
@@ -129,14 +165,16 @@ public final class ModelRepository {
     /**
      * A fingerprint per model, for poll-mode change detection: a hash of the config file's content and
      * of the relative path of every non-hidden file and folder under the model directory, with each
-     * file's size and modification time (symbolic links followed). Two equal fingerprints mean nothing poll mode
-     * watches has changed.
+     * file's size and modification time (symbolic links followed, except, while links out are refused,
+     * one whose real path leaves the root: its target is recorded instead, so the walk never wanders
+     * outside the repository). Two equal fingerprints mean nothing poll mode watches has changed.
      */
     public Map<String, String> fingerprints() {
         Map<String, String> out = new LinkedHashMap<>();
         for (Map.Entry<String, List<Path>> e : scan().entrySet()) {
             if (e.getValue().size() == 1) {
-                out.put(e.getKey(), fingerprint(e.getValue().getFirst()));
+                Path dir = e.getValue().getFirst();
+                out.put(e.getKey(), fingerprint(dir, fileRoot(dir)));
             } else {
                 // Changes whenever the set of clashing directories changes; read() reports the clash.
                 out.put(e.getKey(), "duplicate:" + hash(e.getValue().toString().getBytes(StandardCharsets.UTF_8)));
@@ -171,15 +209,24 @@ public final class ModelRepository {
         return models;
     }
 
-    private static String fingerprint(Path modelDir) {
+    private static String fingerprint(Path modelDir, FileRoot files) {
         MessageDigest digest = sha256();
         List<String> entries = new ArrayList<>();
+        Path realRoot = realRoot(files);
         try {
             Files.walkFileTree(modelDir, EnumSet.of(FileVisitOption.FOLLOW_LINKS), MAX_FINGERPRINT_DEPTH, new SimpleFileVisitor<>() {
                 @Override
                 public FileVisitResult preVisitDirectory(Path dir, BasicFileAttributes attrs) {
                     if (!dir.equals(modelDir) && hidden(dir)) {
                         return FileVisitResult.SKIP_SUBTREE;
+                    }
+                    if (realRoot != null && Files.isSymbolicLink(dir)) {
+                        String out = leavesRoot(dir, realRoot);
+                        if (out != null) {
+                            // refused at load anyway: record where it leads, never walk a tree outside the repository
+                            entries.add("l " + modelDir.relativize(dir) + " " + out);
+                            return FileVisitResult.SKIP_SUBTREE;
+                        }
                     }
                     // No directory mtime: it changes with hidden files too; the file entries cover real changes.
                     entries.add("d " + modelDir.relativize(dir));
@@ -202,7 +249,10 @@ public final class ModelRepository {
                 }
             });
             Path config = modelDir.resolve(ModelConfigParser.CONFIG_FILE);
-            if (Files.isRegularFile(config)) {
+            String configOut = realRoot != null && Files.isRegularFile(config) ? leavesRoot(config, realRoot) : null;
+            if (configOut != null) {
+                entries.add("l c " + configOut); // refused at load: its content is not read
+            } else if (Files.isRegularFile(config)) {
                 // Content too: an edit within the file system's timestamp granularity keeps size and mtime.
                 entries.add("c " + hash(Files.readAllBytes(config)));
             }
@@ -215,6 +265,29 @@ public final class ModelRepository {
             digest.update((byte) '\n');
         }
         return HexFormat.of().formatHex(digest.digest(), 0, 16);
+    }
+
+    /** The root's real path when links out are refused, else null (nothing to stop at); null too when it cannot be resolved. */
+    private static @org.jspecify.annotations.Nullable Path realRoot(FileRoot files) {
+        Path root = files.root();
+        if (!files.checks() || root == null) {
+            return null;
+        }
+        try {
+            return root.toRealPath();
+        } catch (IOException e) {
+            return null;
+        }
+    }
+
+    /** The real path of {@code dir} (a link, or a file reached through one) when it leaves {@code realRoot}, else null. */
+    private static @org.jspecify.annotations.Nullable String leavesRoot(Path dir, Path realRoot) {
+        try {
+            Path real = dir.toRealPath();
+            return real.startsWith(realRoot) ? null : real.toString();
+        } catch (IOException e) {
+            return null; // the walk reports what it cannot read
+        }
     }
 
     private static boolean hidden(Path p) {

@@ -16,9 +16,10 @@ import java.util.List;
  * @param availableVersions every numeric version folder present, increasing
  * @param fingerprint the model's fingerprint taken before its files were read (see
  *     {@link ModelRepository#fingerprints()}); a change during the read shows up as a new fingerprint
+ * @param files where the model's files may really be (the root it was found in), checked when it was read
  */
 public record RepositoryModel(String name, Path directory, ModelConfig config, List<Long> servedVersions, List<Long> availableVersions,
-        String fingerprint) {
+        String fingerprint, FileRoot files) {
     public RepositoryModel {
         requireNonNull(name, "name is null");
         requireNonNull(directory, "directory is null");
@@ -26,6 +27,7 @@ public record RepositoryModel(String name, Path directory, ModelConfig config, L
         servedVersions = List.copyOf(servedVersions);
         availableVersions = List.copyOf(availableVersions);
         requireNonNull(fingerprint, "fingerprint is null");
+        requireNonNull(files, "files is null");
     }
 
     /** The folder of {@code version}. */

@@ -59,6 +59,8 @@ public final class ScriptedBackend implements BackendFactory {
     /** When set, createInstance counts it down... then blocks (interruptibly) until {@link #releaseCreate} opens. */
     public volatile java.util.concurrent.CountDownLatch creating;
     public final java.util.concurrent.CountDownLatch releaseCreate = new java.util.concurrent.CountDownLatch(1);
+    /** Runs first in {@code loadModel} (a backend opening its files there); null: nothing. */
+    public volatile java.util.function.Consumer<ModelContext> onLoad;
 
     public ScriptedBackend on(String model, Script script) {
         scripts.put(model, script);
@@ -103,6 +105,10 @@ public final class ScriptedBackend implements BackendFactory {
         return new Backend() {
             @Override
             public Model loadModel(ModelContext ctx) {
+                java.util.function.Consumer<ModelContext> hook = onLoad;
+                if (hook != null) {
+                    hook.accept(ctx);
+                }
                 RuntimeException f = failLoad;
                 if (f != null) {
                     throw f;

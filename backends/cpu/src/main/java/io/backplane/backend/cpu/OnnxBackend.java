@@ -138,7 +138,10 @@ final class OnnxBackend implements Backend {
         return "model '" + model.name() + "' version " + model.version();
     }
 
-    /** The model file: {@code default_model_filename} or model.onnx in the version folder (a folder named so holds model.onnx). */
+    /**
+     * The model file: {@code default_model_filename} or model.onnx in the version folder (a folder named so holds model.onnx),
+     * checked by the host ({@link ModelContext#checkedFile}: by default its real path must stay in the model repository).
+     */
     static Path modelFile(ModelContext model) {
         String name = model.config().defaultModelFilename().isEmpty() ? DEFAULT_MODEL_FILENAME : model.config().defaultModelFilename();
         Path dir = model.versionDirectory().toAbsolutePath().normalize();
@@ -153,7 +156,7 @@ final class OnnxBackend implements Backend {
             throw BackplaneException.notFound(where(model) + ": no model file at " + file + "; put the ONNX model there, or name it"
                     + " with default_model_filename in config.pbtxt");
         }
-        return file;
+        return model.checkedFile(file, "default_model_filename '" + name + "'");
     }
 
     static OrtSession openSession(Path file, SessionOptions options, String where) {

@@ -44,7 +44,8 @@ final class AutoComplete {
         if (!Files.isRegularFile(modelFile) || !mentionsAutoComplete(versionDir)) {
             return c;
         }
-        StubSettings settings = backend.settingsFor(context.name(), c, context.modelDirectory());
+        context.checkedFile(modelFile, c.defaultModelFilename().isEmpty() ? "model file" : "default_model_filename '" + file + "'");
+        StubSettings settings = backend.settingsFor(context, c);
         Path dir = null;
         try {
             dir = Files.createTempDirectory(backend.stubDirectory(), "auto-complete-");

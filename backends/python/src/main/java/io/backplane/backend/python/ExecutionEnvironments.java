@@ -2,6 +2,7 @@ package io.backplane.backend.python;
 
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.ErrorCode;
+import io.backplane.spi.ModelContext;
 import java.io.BufferedInputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -31,7 +32,9 @@ import org.slf4j.LoggerFactory;
  * venv) that a model's stubs run in. Each archive is unpacked once per backend, into the backend's
  * work directory, keyed by its path, size and modification time; the stubs then run its
  * {@code bin/python3}. {@code $$TRITON_MODEL_DIRECTORY} in the path stands for the model's folder. A
- * folder (an environment already unpacked) is used in place.
+ * folder (an environment already unpacked) is used in place. The path, absolute or not, goes through
+ * the host's check ({@link ModelContext#checkedFile}): by default it must really be inside the model
+ * repository.
  */
 final class ExecutionEnvironments {
     private static final Logger log = LoggerFactory.getLogger(ExecutionEnvironments.class);
@@ -45,13 +48,20 @@ final class ExecutionEnvironments {
         this.root = root;
     }
 
-    /** The interpreter of the model's execution environment, or null when the model names none. */
-    @Nullable Path interpreter(String model, Map<String, String> parameters, Path modelDirectory) {
+    /**
+     * The interpreter of the model's execution environment, or null when the model names none.
+     *
+     * @throws BackplaneException INVALID_ARGUMENT when the host refuses the path (outside the model
+     *     repository, by default), NOT_FOUND when it does not exist
+     */
+    @Nullable Path interpreter(ModelContext context, Map<String, String> parameters) {
         String value = parameters.get(PARAMETER);
         if (value == null || value.isBlank()) {
             return null;
         }
-        Path archive = Path.of(value.strip().replace(MODEL_DIRECTORY_VARIABLE, modelDirectory.toString())).toAbsolutePath().normalize();
+        String model = context.name();
+        Path archive = Path.of(value.strip().replace(MODEL_DIRECTORY_VARIABLE, context.modelDirectory().toString())).toAbsolutePath().normalize();
+        context.checkedFile(archive, "parameter " + PARAMETER + " '" + value.strip() + "'");
         if (Files.isDirectory(archive)) {
             return python(model, archive, archive); // an environment already unpacked: used in place
         }

@@ -91,11 +91,12 @@ final class PythonBackend implements Backend {
 
     /**
      * The stub settings of a model: backend options overridden by its parameters, and the
-     * interpreter of its execution environment ({@code EXECUTION_ENV_PATH}) when it names one.
+     * interpreter of its execution environment ({@code EXECUTION_ENV_PATH}) when it names one, the
+     * path checked by the host ({@link ModelContext#checkedFile}).
      */
-    StubSettings settingsFor(String model, ModelConfig config, Path modelDirectory) {
+    StubSettings settingsFor(ModelContext context, ModelConfig config) {
         StubSettings s = StubSettings.resolve(options, config.parameters());
-        Path python = environments.interpreter(model, config.parameters(), modelDirectory);
+        Path python = environments.interpreter(context, config.parameters());
         return python == null ? s : s.withInterpreter(python.toString());
     }
 

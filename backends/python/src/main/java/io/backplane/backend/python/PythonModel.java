@@ -28,13 +28,14 @@ final class PythonModel implements Model {
         this.backend = backend;
         this.context = context;
         ModelConfig c = context.config();
-        this.settings = backend.settingsFor(context.name(), c, context.modelDirectory());
+        this.settings = backend.settingsFor(context, c);
         String file = c.defaultModelFilename().isEmpty() ? "model.py" : c.defaultModelFilename();
         this.modelFile = context.versionDirectory().resolve(file);
         if (!Files.isRegularFile(modelFile)) {
             throw BackplaneException.notFound("model '" + context.name() + "' version " + context.version() + ": " + modelFile
                     + " does not exist; a python model needs <repository>/<model>/<version>/" + file);
         }
+        context.checkedFile(modelFile, c.defaultModelFilename().isEmpty() ? "model file" : "default_model_filename '" + file + "'");
         this.configJson = Wire.json(tritonConfig(c));
     }
 

@@ -519,6 +519,63 @@ class PythonApiTest {
         assertFalse(Files.exists(outside.resolve("pwned")), "nothing was written outside the environment's folder");
     }
 
+    /** A model.py that is a link out of the repository: refused before any stub starts, naming the link; the host's option serves it. */
+    @Test
+    void modelPy_linkOutOfTheRepository_isRefusedNamingTheLink_unlessAllowed() throws Exception {
+        Path repo = repository("in_env");
+        Path dir = repo.resolve("in_env");
+        Files.writeString(dir.resolve("config.pbtxt"), Files.readString(dir.resolve("config.pbtxt")).replaceAll("(?m)^parameters.*$", ""));
+        Path outside = Files.createDirectories(temp.resolve("outside"));
+        Files.move(dir.resolve("1/model.py"), outside.resolve("model.py"));
+        Files.createSymbolicLink(dir.resolve("1/model.py"), outside.resolve("model.py"));
+        try (BackplaneHost host = host(repo)) {
+            BackplaneException e = assertThrows(BackplaneException.class, () -> host.load("in_env"));
+            assertEquals(ErrorCode.INVALID_ARGUMENT, e.code(), e.getMessage());
+            assertTrue(e.getMessage().contains(dir.resolve("1/model.py") + " is a symbolic link to " + outside.resolve("model.py"))
+                    && e.getMessage().contains("outside the model repository " + repo)
+                    && e.getMessage().contains("copy it into the model repository, or start the server with --allow-links-outside-repository"),
+                    e.getMessage());
+            assertTrue(stubs().isEmpty(), "no stub started");
+        }
+        try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.EXPLICIT)
+                .backendOption("python", StubSettings.INTERPRETER, PYTHON).allowLinksOutsideRepository(true).build()) {
+            host.load("in_env");
+            assertArrayEquals(new int[] {4}, infer(host, InferenceRequest.builder("in_env").input(Tensor.ofInts("X", new long[] {1}, 4)).build())
+                    .output("Y").toIntArray());
+        }
+    }
+
+    /**
+     * EXECUTION_ENV_PATH may be an absolute path: outside the repository it is refused by default,
+     * naming the parameter and the path; the host's option lets the stubs run in it (here an
+     * unpacked environment whose bin/python3 is the test's interpreter).
+     */
+    @Test
+    void executionEnvironment_absolutePathOutsideTheRepository_isRefusedUnlessAllowed() throws Exception {
+        Path repo = repository("in_env");
+        Path env = Files.createDirectories(temp.resolve("outside/env/bin"));
+        Process which = new ProcessBuilder(PYTHON, "-c", "import sys; print(sys.executable)").start();
+        String executable = new String(which.getInputStream().readAllBytes()).strip();
+        assertTrue(which.waitFor(60, TimeUnit.SECONDS) && which.exitValue() == 0 && !executable.isEmpty(), executable);
+        Files.createSymbolicLink(env.resolve("python3"), Path.of(executable));
+        Path config = repo.resolve("in_env/config.pbtxt");
+        Files.writeString(config, Files.readString(config).replace("$$TRITON_MODEL_DIRECTORY/env.tar.gz", env.getParent().toString()));
+        try (BackplaneHost host = host(repo)) {
+            BackplaneException e = assertThrows(BackplaneException.class, () -> host.load("in_env"));
+            assertEquals(ErrorCode.INVALID_ARGUMENT, e.code(), e.getMessage());
+            assertTrue(e.getMessage().contains("parameter EXECUTION_ENV_PATH '" + env.getParent() + "' " + env.getParent()
+                    + " is outside the model repository " + repo) && e.getMessage().contains("--allow-links-outside-repository"), e.getMessage());
+            assertTrue(stubs().isEmpty(), "no stub started");
+        }
+        try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.EXPLICIT)
+                .backendOption("python", StubSettings.INTERPRETER, PYTHON).allowLinksOutsideRepository(true).build()) {
+            host.load("in_env");
+            InferenceResponse r = infer(host, InferenceRequest.builder("in_env").input(Tensor.ofInts("X", new long[] {1}, 5)).build());
+            assertArrayEquals(new int[] {5}, r.output("Y").toIntArray());
+            assertEquals(env.resolve("python3").toString(), r.parameters().get("executable"), "the stub ran the environment's interpreter");
+        }
+    }
+
     private static void run(String... command) throws Exception {
         Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
         String out = new String(p.getInputStream().readAllBytes());

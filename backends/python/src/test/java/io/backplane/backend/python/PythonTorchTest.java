@@ -71,8 +71,9 @@ class PythonTorchTest {
     }
 
     private static BackplaneHost host(Path repo) {
-        // python3 (numpy only) is the backend's interpreter: only EXECUTION_ENV_PATH brings torch
-        return BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.NONE).build();
+        // python3 (numpy only) is the backend's interpreter: only EXECUTION_ENV_PATH brings torch; it names the shared
+        // model environment, outside the repository
+        return BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.NONE).allowLinksOutsideRepository(true).build();
     }
 
     private static InferenceResponse infer(BackplaneHost host, InferenceRequest r) throws Exception {

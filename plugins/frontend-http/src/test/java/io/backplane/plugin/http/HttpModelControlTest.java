@@ -31,6 +31,8 @@ class HttpModelControlTest {
 
     @TempDir
     Path repo;
+    @TempDir
+    Path outside;
     final TestBackend backend = new TestBackend();
     BackplaneHost host;
     Frontend http;
@@ -161,5 +163,24 @@ class HttpModelControlTest {
         HttpResponse<String> r = post("/v2/models/nope/infer", body);
         assertEquals(404, r.statusCode());
         assertTrue(error(r).startsWith("Request for unknown model: 'nope' is not found"), error(r));
+    }
+
+    /** A model file linking out of the repository: the load endpoint answers 400 naming the link and the option (docs/model-repository.md, Links). */
+    @Test
+    void load_modelLinkingOutOfTheRepository_is400NamingTheLinkAndTheOption() throws Exception {
+        model("linked", """
+                backend: "testing"
+                input [{ name: "IN0" data_type: TYPE_FP32 dims: [-1] }]
+                output [{ name: "OUT0" data_type: TYPE_FP32 dims: [-1] }]
+                """);
+        Path weights = Files.writeString(outside.resolve("weights"), "secret");
+        Files.createSymbolicLink(repo.resolve("linked/1/weights"), weights);
+
+        HttpResponse<String> r = post("/v2/repository/models/linked/load", "");
+
+        assertEquals(400, r.statusCode(), r.body());
+        assertTrue(error(r).startsWith("failed to load 'linked', model 'linked': " + repo.resolve("linked/1/weights") + " is a symbolic link to "
+                + weights) && error(r).contains("--allow-links-outside-repository"), error(r));
+        assertEquals(400, post("/v2/repository/models/linked/load", "").statusCode(), "refused again, nothing half-loaded");
     }
 }

@@ -55,7 +55,9 @@ final class Served implements AutoCloseable {
     }
 
     static Served start(Path repository) throws Exception {
-        BackplaneHost host = BackplaneHost.builder().modelRepository(repository).modelControlMode(ModelControlMode.NONE).build();
+        // Zoo.copy links the zoo's files in, and the torch model's EXECUTION_ENV_PATH names an environment outside the repository
+        BackplaneHost host = BackplaneHost.builder().modelRepository(repository).modelControlMode(ModelControlMode.NONE)
+                .allowLinksOutsideRepository(true).build();
         List<Frontend> started = new ArrayList<>();
         try {
             List<String> endpoints = new ArrayList<>();

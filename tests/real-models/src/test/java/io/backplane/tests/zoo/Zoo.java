@@ -109,7 +109,10 @@ final class Zoo {
         return at < 0 ? config : config.substring(0, at);
     }
 
-    /** A copy of some zoo models in a fresh repository {@code dir}, each config passed through {@code edit}. */
+    /**
+     * A copy of some zoo models in a fresh repository {@code dir}, each config passed through {@code edit}. The model files are
+     * links to the zoo's, outside the repository: a host serving it needs {@code allowLinksOutsideRepository(true)}.
+     */
     static Path copy(Path dir, java.util.function.UnaryOperator<String> edit, String... models) throws IOException {
         Path zoo = repository();
         Path repo = Files.createDirectories(dir.resolve("repo"));

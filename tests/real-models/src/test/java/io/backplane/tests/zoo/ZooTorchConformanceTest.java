@@ -36,6 +36,12 @@ class ZooTorchConformanceTest extends BackendConformanceTest {
         }
     }
 
+    /** The conformance repository links the zoo's files (and names the model environment), outside itself. */
+    @Override
+    protected void configureHost(io.backplane.core.BackplaneHost.Builder builder) {
+        builder.allowLinksOutsideRepository(true);
+    }
+
     @Override
     protected Set<Capability> capabilities() {
         // as PythonBackendConformanceTest: the python backend also serves decoupled models and KIND_GPU instances
