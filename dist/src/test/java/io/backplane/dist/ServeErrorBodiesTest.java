@@ -39,7 +39,9 @@ import org.junit.jupiter.api.io.TempDir;
  * and config while the last load failed; a {@code model.py} that fails in {@code initialize()}
  * answers with its error and where it was raised, the traceback with its source lines in the server
  * log only; a model named {@code .} with a {@code file:} override is refused with a 400 about the
- * name, over REST and gRPC, and the server keeps serving.
+ * name, over REST and gRPC, and the server keeps serving. A {@code model.py} that is a link out of
+ * the repository is refused with a 400 naming it; links inside it (a ConfigMap's {@code ..data}
+ * layout) are served.
  */
 @Timeout(300)
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
@@ -47,6 +49,14 @@ class ServeErrorBodiesTest {
     private static final Path DIST = ServeProcess.DIST;
     private static final String SECRET = "secret-token-91c2";
     private static final String SOURCE_MARK = "source-line-marker-5e81";
+    private static final String IDENTITY_PY = """
+            import triton_python_backend_utils as pb_utils
+
+            class TritonPythonModel:
+                def execute(self, requests):
+                    return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(r, "IN").as_numpy())])
+                            for r in requests]
+            """;
 
     @TempDir
     static Path dir;
@@ -80,6 +90,20 @@ class ServeErrorBodiesTest {
                     def execute(self, requests):
                         return None
                 """.formatted(SOURCE_MARK));
+        // links: a model.py that is a link to a file outside the repository, and a ConfigMap-like model whose
+        // config.pbtxt and model.py are links into a hidden folder inside it
+        Path outside = Files.createDirectories(dir.resolve("outside"));
+        Files.writeString(outside.resolve("model.py"), IDENTITY_PY);
+        Files.createDirectories(repo.resolve("linkout/1"));
+        Files.writeString(repo.resolve("linkout/config.pbtxt"), identityConfig("linkout"));
+        Files.createSymbolicLink(repo.resolve("linkout/1/model.py"), outside.resolve("model.py"));
+        Path data = Files.createDirectories(repo.resolve("linkin/..2026_12_04_00_00_00.000000001"));
+        Files.writeString(data.resolve("config.pbtxt"), identityConfig("linkin"));
+        Files.writeString(data.resolve("model.py"), IDENTITY_PY);
+        Files.createSymbolicLink(repo.resolve("linkin/..data"), Path.of("..2026_12_04_00_00_00.000000001"));
+        Files.createSymbolicLink(repo.resolve("linkin/config.pbtxt"), Path.of("..data/config.pbtxt"));
+        Files.createDirectories(repo.resolve("linkin/1"));
+        Files.createSymbolicLink(repo.resolve("linkin/1/model.py"), Path.of("../..data/model.py"));
         server = ServeProcess.in(dir, "serve").repository(repo).frontends("http", "grpc").args("--exit-timeout-secs", "3")
                 .env("JAVA_OPTS", "-Xmx256m -Djava.io.tmpdir=" + Files.createDirectories(dir.resolve("tmp"))).start();
         server.awaitStarted(Duration.ofSeconds(240));
@@ -148,6 +172,29 @@ class ServeErrorBodiesTest {
 
         String live = exchange("GET", "/v2/health/live", null);
         assertTrue(live.startsWith("HTTP/1.1 200 "), live);
+    }
+
+    @Test
+    void links_outOfTheRepositoryRefusedWith400NamingTheLink_insideItServed() throws Exception {
+        String out = exchange("POST", "/v2/repository/models/linkout/load", "");
+        assertTrue(out.startsWith("HTTP/1.1 400 "), out);
+        assertTrue(out.contains("linkout/1/model.py") && out.contains("outside the model repository")
+                && out.contains("--allow-links-outside-repository"), "names the link, where it points and what to do: " + out);
+        String in = exchange("POST", "/v2/repository/models/linkin/load", "");
+        assertTrue(in.startsWith("HTTP/1.1 200 "), "links inside the repository (a ConfigMap's ..data) are served: " + in);
+        String answer = exchange("POST", "/v2/models/linkin/infer",
+                "{\"inputs\":[{\"name\":\"IN\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[2.5]}]}");
+        assertTrue(answer.startsWith("HTTP/1.1 200 ") && answer.contains("[2.5]"), answer);
+    }
+
+    private static String identityConfig(String name) {
+        return """
+                name: "%s"
+                backend: "python"
+                input [{ name: "IN" data_type: TYPE_FP32 dims: [1] }]
+                output [{ name: "OUT" data_type: TYPE_FP32 dims: [1] }]
+                instance_group [{ count: 1 kind: KIND_CPU }]
+                """.formatted(name);
     }
 
     private String exchange(String method, String path, String body) throws IOException {

@@ -35,6 +35,7 @@ public class BackplaneException extends RuntimeException {
     /**
      * @param logDetail what only the host's log may show (a traceback, the file line at fault, a
      *     child's output); null for none
+     * @since SPI 5
      */
     public BackplaneException(ErrorCode code, String message, @Nullable String logDetail, @Nullable Throwable cause) {
         super(requireNonNull(message, "message is null"), cause);
@@ -50,6 +51,8 @@ public class BackplaneException extends RuntimeException {
     /**
      * What the host logs after the message and never sends to a client: a traceback, the config
      * line at fault, a child's output; null when there is none.
+     *
+     * @since SPI 5
      */
     public @Nullable String logDetail() {
         return logDetail;

@@ -50,6 +50,7 @@ public interface FrontendContext {
      *
      * @throws UnsupportedOperationException when the host offers no metrics to frontends (the
      *     default): the frontend then serves without its own series
+     * @since SPI 5
      */
     default io.backplane.spi.metrics.MetricRegistry metrics() {
         throw new UnsupportedOperationException("this host offers no metrics to frontends");

@@ -47,6 +47,8 @@ public interface HostListener {
      * response cache answered it, or it ended while it waited (cancelled, timed out, failed by an
      * unload). Called exactly once per accepted request, before its {@link #requestEnded}: accepted
      * minus left is what waits to execute (Triton's {@code nv_inference_pending_request_count}).
+     *
+     * @since SPI 5
      */
     default void requestLeftQueue(String model, long version) {
     }
