@@ -9,28 +9,18 @@ import io.backplane.core.BackplaneHost;
 import io.backplane.core.ModelControlMode;
 import io.backplane.plugin.http.TestBackend;
 import io.backplane.plugin.http.TestSupport;
-import io.backplane.spi.Backend;
-import io.backplane.spi.BackendContext;
-import io.backplane.spi.BackendFactory;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
 import io.backplane.spi.ErrorCode;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
-import io.backplane.spi.InstanceContext;
-import io.backplane.spi.Model;
-import io.backplane.spi.ModelContext;
-import io.backplane.spi.ModelInstance;
-import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.Tensor;
 import io.backplane.spi.config.DynamicBatching;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.config.QueuePolicy;
 import io.backplane.spi.config.TensorConfig;
 import java.time.Duration;
-import java.util.List;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -43,55 +33,6 @@ import org.junit.jupiter.api.Timeout;
  */
 @Timeout(60)
 class FailureReasonTest {
-    /** One instance whose execute holds every batch until {@link #release} opens. */
-    static final class GateBackend implements BackendFactory {
-        final CountDownLatch entered = new CountDownLatch(1);
-        final CountDownLatch release = new CountDownLatch(1);
-
-        @Override
-        public String name() {
-            return "gate";
-        }
-
-        @Override
-        public Backend create(BackendContext context) {
-            return new Backend() {
-                @Override
-                public Model loadModel(ModelContext ctx) {
-                    return new Model() {
-                        @Override
-                        public ModelInstance createInstance(InstanceContext ictx) {
-                            return new ModelInstance() {
-                                @Override
-                                public void execute(List<ScheduledRequest> batch) throws Exception {
-                                    entered.countDown();
-                                    if (!release.await(30, TimeUnit.SECONDS)) {
-                                        throw new IllegalStateException("the gate was never released");
-                                    }
-                                    for (ScheduledRequest r : batch) {
-                                        r.sender().sendFinal(InferenceResponse.of(List.of(r.request().input("IN0").withName("OUT0"))));
-                                    }
-                                }
-
-                                @Override
-                                public void close() {
-                                }
-                            };
-                        }
-
-                        @Override
-                        public void close() {
-                        }
-                    };
-                }
-
-                @Override
-                public void close() {
-                }
-            };
-        }
-    }
-
     private static InferenceRequest request(String model) {
         return InferenceRequest.builder(model).input(Tensor.ofFloats("IN0", new long[] {1, 1}, 1f)).build();
     }
@@ -113,8 +54,8 @@ class FailureReasonTest {
 
     @Test
     void failures_queueFullCancelledBackendInstanceFailure_eachUnderTritonsReason() throws Exception {
-        GateBackend gate = new GateBackend();
-        ModelConfig gated = ModelConfig.builder("gated").backend("gate").maxBatchSize(4)
+        PendingCountTest.HeldBackend gate = new PendingCountTest.HeldBackend();
+        ModelConfig gated = ModelConfig.builder("gated").backend("held").maxBatchSize(4)
                 .input(TensorConfig.of("IN0", DataType.FP32, 1)).output(TensorConfig.of("OUT0", DataType.FP32, 1))
                 .dynamicBatching(DynamicBatching.builder().defaultQueuePolicy(QueuePolicy.builder().maxQueueSize(1).build()).build()).build();
         try (BackplaneHost host = BackplaneHost.builder().backend(gate).backend(new TestBackend()).modelControlMode(ModelControlMode.EXPLICIT)
@@ -125,13 +66,13 @@ class FailureReasonTest {
                         java.util.Map.of("host", "127.0.0.1", "port", "0")))) {
             metrics.start();
             CompletableFuture<InferenceResponse> running = host.infer(request("gated"));
-            assertTrue(gate.entered.await(30, TimeUnit.SECONDS), "the first request reaches the instance");
+            assertTrue(gate.entered.tryAcquire(30, TimeUnit.SECONDS), "the first request reaches the instance");
             CompletableFuture<InferenceResponse> queued = host.infer(request("gated"));
             ExecutionException full = assertThrows(ExecutionException.class, () -> host.infer(request("gated")).get(10, TimeUnit.SECONDS));
             assertEquals(ErrorCode.RESOURCE_EXHAUSTED, assertInstanceOf(BackplaneException.class, full.getCause()).code(), full.getCause().getMessage());
             queued.cancel(true);
             assertThrows(Exception.class, () -> queued.get(10, TimeUnit.SECONDS), "cancelled while queued: it ends at once");
-            gate.release.countDown();
+            gate.gate.release(1_000_000);
             running.get(30, TimeUnit.SECONDS);
 
             assertThrows(ExecutionException.class, () -> host.infer(MetricsFrontendTest.fp32("fail")).get(10, TimeUnit.SECONDS));
