@@ -288,11 +288,8 @@ final class Admission implements RequestState.Hold {
         long dispatched = r.dispatchNanos();
         long queued = dispatched == 0 ? end - r.arrivalNanos() : dispatched - r.arrivalNanos();
         long compute = dispatched == 0 ? 0 : end - dispatched;
+        r.reportLeftQueue(); // when it ended while it waited (reported once: a dispatch reported it already)
         if (!r.warmUp()) {
-            r.tryWithdraw(); // an ending request is never dispatched after this
-            if (r.phase() != RequestState.DISPATCHED) {
-                host.listener().requestLeftQueue(name, version); // it ended while it waited
-            }
             host.listener().requestEnded(name, version, outcome, Math.max(0, queued), Math.max(0, compute));
         }
         try {

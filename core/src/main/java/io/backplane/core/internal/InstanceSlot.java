@@ -385,7 +385,8 @@ final class InstanceSlot {
             instance = created;
             return 0;
         } catch (Throwable t) {
-            log.warn("instance '{}' of {} failed to restart (attempt {}); retrying in up to {} ms", name, owner, failures + 1, max.toMillis(), t);
+            log.warn("instance '{}' of {} failed to restart (attempt {}); retrying in up to {} ms{}", name, owner, failures + 1, max.toMillis(),
+                    t instanceof BackplaneException be && be.logDetail() != null ? "\n" + be.logDetail() : "", t);
             instance = null;
             return failures + 1;
         }

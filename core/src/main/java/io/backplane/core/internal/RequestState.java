@@ -101,6 +101,18 @@ final class RequestState implements ScheduledRequest, ResponseSender {
     private final long arrivalNanos;
     private final AtomicInteger open = new AtomicInteger(OPEN);
     private final AtomicInteger phase = new AtomicInteger(QUEUED);
+    /** Whether {@code requestLeftQueue} was reported: once, though a rescheduled request is dispatched again. */
+    private volatile boolean leftQueue; // set through LEFT_QUEUE
+    private static final java.lang.invoke.VarHandle LEFT_QUEUE;
+
+    static {
+        try {
+            LEFT_QUEUE = java.lang.invoke.MethodHandles.lookup().findVarHandle(RequestState.class, "leftQueue", boolean.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
     private volatile boolean cancelled;
     private volatile long dispatchNanos;
     /** The request whose execution started this one (a BLS call), or null. */
@@ -533,12 +545,21 @@ final class RequestState implements ScheduledRequest, ResponseSender {
     boolean tryDispatch(long now) {
         if (phase.compareAndSet(QUEUED, DISPATCHED)) {
             dispatchNanos = now;
-            if (!warmUp()) {
-                origin.host().listener().requestLeftQueue(origin.model(), origin.version());
-            }
+            reportLeftQueue();
             return true;
         }
         return false;
+    }
+
+    /**
+     * Reports {@code HostListener.requestLeftQueue} for this request unless it was reported already:
+     * at its first dispatch, or at its end when it never ran. A rescheduled request (decoupled
+     * RESCHEDULE, an iterative sequence) waits again without counting as pending again.
+     */
+    void reportLeftQueue() {
+        if (!warmUp() && LEFT_QUEUE.compareAndSet(this, false, true)) {
+            origin.host().listener().requestLeftQueue(origin.model(), origin.version());
+        }
     }
 
     /** Takes a queued request out for good (cancel, timeout, unload); false if a worker already took it. */

@@ -104,8 +104,9 @@ public final class FileRoot {
     }
 
     /**
-     * Checks every visible file and folder of the model folder {@code modelDir} (names starting with
-     * '.' are skipped, as the fingerprint skips them; the folder itself is checked too), at most
+     * Checks every visible file and folder of the model folder {@code modelDir} and every hidden
+     * link in it (hidden folders, names starting with '.', are not walked into, as the fingerprint
+     * skips them; the folder itself is checked too), at most
      * {@link #MAX_DEPTH} folders deep. Each real folder is listed once, so the cost is one
      * {@code lstat} per entry plus one resolution per link. A link inside the root is followed and
      * what it leads to is checked too.
@@ -142,9 +143,9 @@ public final class FileRoot {
         chain.push(realDir);
         try (DirectoryStream<Path> entries = Files.newDirectoryStream(dir)) {
             for (Path entry : entries) {
-                if (entry.getFileName().toString().startsWith(".")) {
-                    continue;
-                }
+                // Hidden entries are not walked (a ConfigMap's ..data is reached through the visible links into it),
+                // but a hidden link is still checked: a backend may open a hidden file by name (default_model_filename).
+                boolean hidden = entry.getFileName().toString().startsWith(".");
                 BasicFileAttributes attrs;
                 try {
                     attrs = Files.readAttributes(entry, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
@@ -163,7 +164,7 @@ public final class FileRoot {
                     if (!real.startsWith(realRoot)) {
                         throw outside("model '" + model + "':", entry, entry, real);
                     }
-                    if (!Files.isDirectory(real)) {
+                    if (hidden || !Files.isDirectory(real)) {
                         continue;
                     }
                     if (chain.contains(real)) {
@@ -171,7 +172,7 @@ public final class FileRoot {
                                 + ", which leads back to " + real + ", a folder that holds the link: a link loop; remove the link or point it"
                                 + " elsewhere");
                     }
-                } else if (attrs.isDirectory()) {
+                } else if (attrs.isDirectory() && !hidden) {
                     real = realDir.resolve(entry.getFileName().toString());
                 } else {
                     continue;

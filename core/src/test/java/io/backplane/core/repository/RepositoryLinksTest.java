@@ -210,8 +210,9 @@ class RepositoryLinksTest {
     }
 
     /**
-     * Files a config names that the folder check does not see (a hidden name): the label file and
-     * the warm-up data are checked when they are opened, by the same rule and option.
+     * Files a config names that the folder check does not see (in a hidden folder, which it does not
+     * walk into): the label file and the warm-up data are checked when they are opened, by the same
+     * rule and option. A hidden link the folder check does see is refused by it.
      */
     @Test
     void labelAndWarmupFilesNamedByTheConfig_linkingOut_areRefused_unlessAllowed() throws Exception {
@@ -220,30 +221,35 @@ class RepositoryLinksTest {
                 name: "labels"
                 backend: "scripted"
                 input [ { name: "IN" data_type: TYPE_FP32 dims: [ 2 ] } ]
-                output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 2 ] label_filename: ".labels.txt" } ]
+                output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 2 ] label_filename: ".cfg/labels.txt" } ]
                 """);
         Files.writeString(outside.resolve("labels.txt"), "root:x:0:0\n");
-        Files.createSymbolicLink(labels.resolve(".labels.txt"), outside.resolve("labels.txt"));
+        Files.createSymbolicLink(Files.createDirectories(labels.resolve(".cfg")).resolve("labels.txt"), outside.resolve("labels.txt"));
         Path warm = model(repo.resolve("warm"), "warm", "");
         Files.writeString(warm.resolve("config.pbtxt"), config("warm", """
-                model_warmup [ { name: "w" batch_size: 1 inputs { key: "IN" value: { data_type: TYPE_INT64 dims: [ 1 ] input_data_file: ".in.bin" } } } ]
+                model_warmup [ { name: "w" batch_size: 1 inputs { key: "IN" value: { data_type: TYPE_INT64 dims: [ 1 ] input_data_file: ".d/in.bin" } } } ]
                 """));
         Files.write(outside.resolve("in.bin"), new byte[8]);
-        Files.createSymbolicLink(Files.createDirectories(warm.resolve("warmup")).resolve(".in.bin"), outside.resolve("in.bin"));
+        Files.createSymbolicLink(Files.createDirectories(warm.resolve("warmup/.d")).resolve("in.bin"), outside.resolve("in.bin"));
+        Path hidden = model(repo.resolve("hidden"), "hidden", "");
+        Files.createSymbolicLink(hidden.resolve("1/.weights.bin"), outside.resolve("in.bin"));
         BackplaneHost h = explicitHost(repo, false);
 
         BackplaneException l = assertThrows(BackplaneException.class, () -> h.load("labels"));
-        assertTrue(l.getMessage().contains("model 'labels' output 'OUT' label_filename '.labels.txt':"), l.getMessage());
-        assertRefusedNamingTheLink(l, labels.resolve(".labels.txt"));
+        assertTrue(l.getMessage().contains("model 'labels' output 'OUT' label_filename '.cfg/labels.txt':"), l.getMessage());
+        assertRefusedNamingTheLink(l, labels.resolve(".cfg/labels.txt"));
         BackplaneException w = assertThrows(BackplaneException.class, () -> h.load("warm"));
-        assertTrue(w.getMessage().contains("warm-up sample 'w' input 'IN' input_data_file '.in.bin':"), w.getMessage());
-        assertRefusedNamingTheLink(w, warm.resolve("warmup/.in.bin"));
+        assertTrue(w.getMessage().contains("warm-up sample 'w' input 'IN' input_data_file '.d/in.bin':"), w.getMessage());
+        assertRefusedNamingTheLink(w, warm.resolve("warmup/.d/in.bin"));
+        BackplaneException d = assertThrows(BackplaneException.class, () -> h.load("hidden"));
+        assertRefusedNamingTheLink(d, hidden.resolve("1/.weights.bin")); // a hidden link: checked by the folder walk
         h.close();
 
         BackplaneHost allowed = explicitHost(repo, true);
         allowed.load("labels");
         allowed.load("warm");
-        assertTrue(allowed.isModelReady("labels") && allowed.isModelReady("warm"));
+        allowed.load("hidden");
+        assertTrue(allowed.isModelReady("labels") && allowed.isModelReady("warm") && allowed.isModelReady("hidden"));
     }
 
     /** A file a backend opens by name goes through {@code ModelContext.checkedFile}: the same rule, the same option. */

@@ -46,7 +46,9 @@ public interface HostListener {
      * A request {@linkplain #requestAccepted accepted} left its queue: an instance took it, the
      * response cache answered it, or it ended while it waited (cancelled, timed out, failed by an
      * unload). Called exactly once per accepted request, before its {@link #requestEnded}: accepted
-     * minus left is what waits to execute (Triton's {@code nv_inference_pending_request_count}).
+     * minus left is what waits to execute (Triton's {@code nv_inference_pending_request_count}). A
+     * rescheduled request (decoupled RESCHEDULE, an iterative sequence) waits again without being
+     * reported again.
      *
      * @since SPI 5
      */

@@ -146,6 +146,7 @@ final class CudaBackend implements Backend {
         } else {
             file = Files.exists(dir.resolve("model.ptx")) ? dir.resolve("model.ptx") : dir.resolve("model.cubin");
         }
+        context.checkedFile(file, "CUDA module"); // the host's rule for links out of the model repository
         if (!Files.isRegularFile(file)) {
             throw BackplaneException.invalid(model + ": CUDA module " + file + " does not exist; put a PTX or cubin file there"
                     + " (default model.ptx or model.cubin) or name it with parameter '" + LaunchSpec.MODULE_FILE + "'");

@@ -225,7 +225,8 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
                 }
                 lastFailure = e.getMessage();
                 backoff = Math.min(backoff * 2, Math.max(BACKOFF_START_MILLIS, settings.restartBackoffMaxMillis()));
-                log.warn("model '{}' instance '{}': python stub restart failed; next try in {} ms", model.name(), context.name(), backoff, e);
+                log.warn("model '{}' instance '{}': python stub restart failed; next try in {} ms{}", model.name(), context.name(), backoff,
+                        e instanceof BackplaneException be && be.logDetail() != null ? "\n" + be.logDetail() : "", e);
             }
         }
     }

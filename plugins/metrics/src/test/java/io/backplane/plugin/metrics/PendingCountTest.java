@@ -40,14 +40,20 @@ import org.junit.jupiter.api.Timeout;
  * not the executing ones (issue 34: it read 0 while three were in flight, two of them queued). A
  * held instance shows the queued requests alone; a cancelled queued request leaves the count at
  * once; after 8 threads sent 320 requests with random cancellations and random timing, the count
- * is back to 0 and counts a new queue exactly (a request counted out twice would leave it short).
+ * is back to 0 and counts a new queue exactly (a request counted out twice would leave it short);
+ * so it does after decoupled requests that were rescheduled (dispatched twice, counted out once).
  */
 @Timeout(120)
 class PendingCountTest {
-    /** One instance; every execute takes a permit of {@link #gate} first, so the test holds and frees the instance. */
+    /**
+     * One instance; every execute takes a permit of {@link #gate} first, so the test holds and frees
+     * the instance. In a decoupled model, a request whose IN0 is 1 is rescheduled once (it waits in
+     * the queue again, then ends).
+     */
     static final class HeldBackend implements BackendFactory {
         final Semaphore gate = new Semaphore(0);
         final Semaphore entered = new Semaphore(0);
+        final java.util.Set<ScheduledRequest> rescheduled = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
         @Override
         public String name() {
@@ -70,6 +76,10 @@ class PendingCountTest {
                                         throw new IllegalStateException("the test never opened the gate");
                                     }
                                     for (ScheduledRequest r : batch) {
+                                        if (ctx.config().decoupled() && r.request().input("IN0").toFloatArray()[0] == 1f && rescheduled.add(r)) {
+                                            r.reschedule();
+                                            continue;
+                                        }
                                         r.sender().sendFinal(InferenceResponse.of(List.of(r.request().input("IN0").withName("OUT0"))));
                                     }
                                 }
@@ -94,22 +104,62 @@ class PendingCountTest {
     }
 
     private static InferenceRequest request() {
-        return InferenceRequest.builder("held").input(Tensor.ofFloats("IN0", new long[] {1, 1}, 1f)).build();
+        return request("held", 1f);
+    }
+
+    private static InferenceRequest request(String model, float value) {
+        return InferenceRequest.builder(model).input(Tensor.ofFloats("IN0", new long[] {1, 1}, value)).build();
+    }
+
+    /** A decoupled model's request as a stream; completes with its last response once the stream completes. */
+    private static CompletableFuture<InferenceResponse> stream(BackplaneHost host, InferenceRequest request) {
+        CompletableFuture<InferenceResponse> done = new CompletableFuture<>();
+        host.stream(request, new io.backplane.spi.host.ResponseObserver() {
+            private volatile InferenceResponse last;
+
+            @Override
+            public void onResponse(InferenceResponse response) {
+                last = response;
+            }
+
+            @Override
+            public void onComplete() {
+                done.complete(last);
+            }
+
+            @Override
+            public void onError(io.backplane.spi.BackplaneException error) {
+                done.completeExceptionally(error);
+            }
+        });
+        return done;
     }
 
     private static double pending(String text) {
-        return MetricsFrontendTest.sample(text, "nv_inference_pending_request_count", "model=\"held\"", "version=\"1\"");
+        return pending(text, "held");
+    }
+
+    private static double pending(String text, String model) {
+        return MetricsFrontendTest.sample(text, "nv_inference_pending_request_count", "model=\"" + model + "\"", "version=\"1\"");
     }
 
     private static double inflight(String text) {
-        return MetricsFrontendTest.sample(text, "backplane_inference_inflight_requests", "model=\"held\"", "version=\"1\"");
+        return inflight(text, "held");
+    }
+
+    private static double inflight(String text, String model) {
+        return MetricsFrontendTest.sample(text, "backplane_inference_inflight_requests", "model=\"" + model + "\"", "version=\"1\"");
     }
 
     /** Scrapes until pending and in-flight read the expected values or 30 s pass; returns the last scrape. */
     private static String await(MetricsFrontend metrics, double pending, double inflight) throws InterruptedException {
+        return await(metrics, "held", pending, inflight);
+    }
+
+    private static String await(MetricsFrontend metrics, String model, double pending, double inflight) throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
         String text = metrics.scrape();
-        while ((pending(text) != pending || inflight(text) != inflight) && System.nanoTime() < deadline) {
+        while ((pending(text, model) != pending || inflight(text, model) != inflight) && System.nanoTime() < deadline) {
             Thread.sleep(10);
             text = metrics.scrape();
         }
@@ -122,8 +172,11 @@ class PendingCountTest {
         ModelConfig config = ModelConfig.builder("held").backend("held").maxBatchSize(1)
                 .input(TensorConfig.of("IN0", DataType.FP32, 1)).output(TensorConfig.of("OUT0", DataType.FP32, 1))
                 .dynamicBatching(DynamicBatching.builder().build()).build();
-        try (BackplaneHost host = BackplaneHost.builder().backend(held).modelControlMode(ModelControlMode.EXPLICIT).model(config)
-                .loadModel("held").build();
+        ModelConfig looped = ModelConfig.builder("looped").backend("held").maxBatchSize(1).decoupled(true)
+                .input(TensorConfig.of("IN0", DataType.FP32, 1)).output(TensorConfig.of("OUT0", DataType.FP32, 1))
+                .dynamicBatching(DynamicBatching.builder().build()).build();
+        try (BackplaneHost host = BackplaneHost.builder().backend(held).modelControlMode(ModelControlMode.EXPLICIT).model(config).model(looped)
+                .loadModel("held").loadModel("looped").build();
                 MetricsFrontend metrics = (MetricsFrontend) new MetricsFrontendFactory().create(TestSupport.context(host,
                         Map.of("host", "127.0.0.1", "port", "0")))) {
             metrics.start();
@@ -191,6 +244,30 @@ class PendingCountTest {
             held.gate.release(1_000_000);
             again.get(30, TimeUnit.SECONDS);
             for (CompletableFuture<InferenceResponse> f : two) {
+                f.get(30, TimeUnit.SECONDS);
+            }
+
+            // rescheduled requests (decoupled RESCHEDULE) wait in the queue again but left it once: the count stays exact
+            List<CompletableFuture<InferenceResponse>> loops = new ArrayList<>();
+            for (int i = 0; i < 6; i++) {
+                loops.add(stream(host, request("looped", 1f)));
+            }
+            for (CompletableFuture<InferenceResponse> f : loops) {
+                f.get(30, TimeUnit.SECONDS);
+            }
+            assertEquals(6, held.rescheduled.size(), "each request was rescheduled once");
+            text = await(metrics, "looped", 0, 0);
+            assertEquals(0.0, pending(text, "looped"), text);
+            held.gate.drainPermits();
+            held.entered.drainPermits();
+            CompletableFuture<InferenceResponse> busy = stream(host, request("looped", 0f));
+            assertTrue(held.entered.tryAcquire(30, TimeUnit.SECONDS), "a request reaches the instance");
+            List<CompletableFuture<InferenceResponse>> waiting = List.of(stream(host, request("looped", 0f)), stream(host, request("looped", 0f)));
+            text = await(metrics, "looped", 2, 3);
+            assertEquals(2.0, pending(text, "looped"), "a reschedule counted out twice would read short: " + text);
+            held.gate.release(1_000_000);
+            busy.get(30, TimeUnit.SECONDS);
+            for (CompletableFuture<InferenceResponse> f : waiting) {
                 f.get(30, TimeUnit.SECONDS);
             }
         }
