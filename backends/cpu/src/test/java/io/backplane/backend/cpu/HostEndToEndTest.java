@@ -182,23 +182,24 @@ class HostEndToEndTest {
     }
 
     /**
-     * default_model_filename naming a link out of the repository (a hidden name, which the host's
-     * check of the model folder skips): the backend's own check refuses it, naming the link; the
-     * host's option serves it.
+     * default_model_filename naming a folder (Triton's layout for external weights) whose model.onnx
+     * is a link out of the repository; the folder is hidden, which the host's check of the model
+     * folder does not walk into: the backend's own check refuses it, naming the link; the host's
+     * option serves it.
      */
     @Test
     void host_defaultModelFilenameLinkingOutOfTheRepository_isRefusedUnlessAllowed() throws Exception {
         Path repo = repository(temp, "add_sub");
         Path outside = Files.createDirectories(temp.resolve("outside"));
-        Path link = repo.resolve("add_sub/1/.model.onnx");
+        Path link = Files.createDirectories(repo.resolve("add_sub/1/.m")).resolve("model.onnx");
         Files.move(repo.resolve("add_sub/1/model.onnx"), outside.resolve("model.onnx"));
         Files.createSymbolicLink(link, outside.resolve("model.onnx"));
         Path config = repo.resolve("add_sub/config.pbtxt");
-        Files.writeString(config, Files.readString(config) + "default_model_filename: \".model.onnx\"\n");
+        Files.writeString(config, Files.readString(config) + "default_model_filename: \".m\"\n");
         try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.EXPLICIT).build()) {
             BackplaneException e = assertThrows(BackplaneException.class, () -> host.load("add_sub"));
             assertEquals(ErrorCode.INVALID_ARGUMENT, e.code(), e.getMessage());
-            assertTrue(e.getMessage().contains("default_model_filename '.model.onnx' " + link + " is a symbolic link to " + outside.resolve("model.onnx"))
+            assertTrue(e.getMessage().contains("default_model_filename '.m' " + link + " is a symbolic link to " + outside.resolve("model.onnx"))
                     && e.getMessage().contains("outside the model repository " + repo) && e.getMessage().contains("--allow-links-outside-repository"),
                     e.getMessage());
             assertFalse(host.isModelReady("add_sub"));
