@@ -58,11 +58,14 @@ class PythonFlowControlTest {
     static final int CREDITS = Wire.RESPONSE_CREDITS;
     /**
      * Credits, plus what the transport holds: the server call's buffer under its on-ready threshold,
-     * the client's 1 MiB HTTP/2 window (16 responses), one index written before its send blocks.
-     * Runs measured 80 to 82 ahead; the margin keeps scheduling noise from failing the test, and a
-     * model without flow control runs far past it (to {@value #N}).
+     * the client's 1 MiB HTTP/2 window (16 responses), the kernel's socket buffers (REST), one
+     * index written before its send blocks. Runs on an idle machine measured 80 to 82 ahead, 79 to
+     * 94 with two busy-loops beside the build on 2 cores, and one CI run on a loaded 2-core machine
+     * 115; the transport's share varies with scheduling, so the bound allows it as much again as
+     * the credits. A model without flow control runs far past it (to {@value #N}), which is what
+     * this test exists to catch.
      */
-    static final int BOUND = CREDITS + 48;
+    static final int BOUND = 2 * CREDITS + 32;
 
     @TempDir
     Path temp;
