@@ -284,6 +284,11 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         return runtime.registry().config(model, version);
     }
 
+    @Override
+    public java.util.Optional<Path> modelDirectory(String model, long version) {
+        return runtime.registry().modelDirectory(model, version);
+    }
+
     /** Every model in the repository and each loaded version's state. */
     @Override
     public List<ModelStatus> repositoryIndex() {

@@ -523,6 +523,11 @@ public final class ModelRegistry {
         return route(name, version).config();
     }
 
+    /** The folder a loaded version's model was read from; empty for a model defined in code. */
+    public java.util.Optional<java.nio.file.Path> modelDirectory(String name, long version) {
+        return route(name, version).modelDirectory();
+    }
+
     public ModelMetadata metadata(String name, long version) {
         ModelVersion v = route(name, version);
         ModelConfig c = v.config();

@@ -16,6 +16,7 @@ import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.host.HostListener.Outcome;
 import io.backplane.spi.host.ModelState;
 import java.nio.channels.ClosedByInterruptException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -350,6 +351,12 @@ final class ModelVersion {
 
     public ModelConfig config() {
         return context.config();
+    }
+
+    /** The model's folder, where its config was read; empty for a model defined in code (no folder of its own). */
+    public java.util.Optional<Path> modelDirectory() {
+        Path d = context.modelDirectory();
+        return Files.isDirectory(d) ? java.util.Optional.of(d) : java.util.Optional.empty();
     }
 
     public ModelState state() {

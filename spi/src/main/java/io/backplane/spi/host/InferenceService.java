@@ -107,6 +107,19 @@ public interface InferenceService {
         return CompletableFuture.completedFuture(isModelReady(model, version));
     }
 
+    /**
+     * The folder of a loaded model version's model in its repository ({@code <repository>/<model>},
+     * where {@code config.pbtxt} is), for frontends that read a model's own files beside it (the
+     * OpenAI frontend reads its tokenizer and chat template there). Empty for a model defined in
+     * code, and by default.
+     *
+     * @throws io.backplane.spi.BackplaneException NOT_FOUND when the model or version is not loaded
+     * @since SPI 5
+     */
+    default java.util.Optional<java.nio.file.Path> modelDirectory(String model, long version) {
+        return java.util.Optional.empty();
+    }
+
     /** Metadata of a loaded model version. */
     ModelMetadata metadata(String model, long version);
 
