@@ -50,7 +50,7 @@ rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 # Prints "rss_before rss_loaded rss_c1 rss_c8 p50_c1_us rps_c8" for one variant and instance count.
 measure() {
   local dir=$1 pid before loaded c1 c8 out
-  "$bin" serve --model-repository "$dir" --allow-links-outside-repository --model-control-mode explicit --http-port "$port" --grpc-port -1 --metrics-port -1 \
+  "$bin" serve --model-repository "$dir" --allow-links-outside-repository --model-control-mode explicit --http-port "$port" --grpc-port -1 --metrics-port -1 --openai-port -1 \
     >"$dir.log" 2>&1 &
   pid=$!
   until curl -fs -o /dev/null "http://127.0.0.1:$port/v2/health/live"; do

@@ -49,7 +49,7 @@ grep -h "Tests run" "$PROJECT"/target/surefire-reports/*.txt
 step "serve it: backplane serve --model-repository models --backend-directory target/plugin"
 LOG="$WORK/serve.log"
 (cd "$PROJECT" && exec "$ROOT/dist/target/backplane/bin/backplane" serve --model-repository models --backend-directory target/plugin \
-  --http-address 127.0.0.1 --http-port 0 --grpc-port -1 --metrics-port -1 >"$LOG" 2>&1) &
+  --http-address 127.0.0.1 --http-port 0 --grpc-port -1 --metrics-port -1 --openai-port -1 >"$LOG" 2>&1) &
 SERVER_PID=$!
 URL=""
 for _ in $(seq 1 120); do # up to 60 s for the server to say where it serves

@@ -47,7 +47,7 @@ ln -sf "$work/outside/model.py" "$repo/linkout/1/model.py"
 for dist in "${layouts[@]}"; do
   log=$work/server.log
   "$dist/bin/backplane" serve --model-repository "$repo" --model-control-mode explicit --http-address 127.0.0.1 \
-    --http-port "$port" --grpc-port -1 --metrics-port -1 > "$log" 2>&1 &
+    --http-port "$port" --grpc-port -1 --metrics-port -1 --openai-port -1 > "$log" 2>&1 &
   pid=$!
   for _ in $(seq 1 300); do curl -sf -o /dev/null "http://127.0.0.1:$port/v2/health/live" && break; sleep 0.2; done
   echo "== $dist"

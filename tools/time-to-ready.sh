@@ -11,7 +11,7 @@ bin=${BACKPLANE:-dist/target/backplane/bin/backplane}
 port=${PORT:-18000}
 for _ in $(seq "$runs"); do
   start=$(date +%s%N)
-  "$bin" serve --http-port="$port" --grpc-port=-1 --metrics-port=-1 "$@" >/tmp/time-to-ready.$$.log 2>&1 &
+  "$bin" serve --http-port="$port" --grpc-port=-1 --metrics-port=-1 --openai-port=-1 "$@" >/tmp/time-to-ready.$$.log 2>&1 &
   pid=$!
   until curl -fs -o /dev/null "http://127.0.0.1:$port/v2/health/ready"; do
     if ! kill -0 "$pid" 2>/dev/null; then echo "serve exited; log: /tmp/time-to-ready.$$.log" >&2; exit 1; fi

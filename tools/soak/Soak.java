@@ -299,7 +299,7 @@ public final class Soak {
         Path log = dir.resolve("serve.log");
         ProcessBuilder pb = new ProcessBuilder(launcher.toAbsolutePath().toString(), "serve", "--model-repository", repo.toString(),
                 "--model-control-mode", "explicit", "--load-model", "steady", "--http-port", "0", "--http-address", "127.0.0.1", "--grpc-port", "-1",
-                "--metrics-port", "-1").redirectErrorStream(true).redirectOutput(log.toFile());
+                "--metrics-port", "-1", "--openai-port", "-1").redirectErrorStream(true).redirectOutput(log.toFile());
         String opts = (javaOpts + (nmt ? " -XX:NativeMemoryTracking=summary" : "")).trim();
         if (!opts.isEmpty()) {
             pb.environment().put("JAVA_OPTS", opts);

@@ -149,7 +149,7 @@ class DocsTest {
                 cmd.addAll(List.of("--model-repository", work.resolve("my-models").toString()));
             }
             cmd.addAll(List.of("--http-address", "127.0.0.1", "--http-port", "0", "--grpc-address", "127.0.0.1", "--grpc-port", "0",
-                    "--metrics-address", "127.0.0.1", "--metrics-port", "0"));
+                    "--metrics-address", "127.0.0.1", "--metrics-port", "0", "--openai-port", "-1"));
             Path log = work.resolve("serve.log");
             ProcessBuilder pb = new ProcessBuilder(cmd).directory(work.toFile()).redirectErrorStream(true).redirectOutput(log.toFile());
             pb.environment().put("JAVA_OPTS", "-Djava.io.tmpdir=" + Files.createDirectories(work.resolve("serve-tmp")));

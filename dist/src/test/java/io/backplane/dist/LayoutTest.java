@@ -153,7 +153,7 @@ class LayoutTest {
     void serve_port0_logsEndpoints_sigtermDrainsAndLeavesNothing() throws Exception {
         Path repo = Files.createDirectories(dir.resolve("repo"));
         Process p = launcher("serve", "--model-repository", repo.toString(), "--model-control-mode", "explicit", "--http-port", "0", "--grpc-port", "0",
-                "--metrics-port", "0", "--exit-timeout-secs", "5", "--log-verbose").start();
+                "--metrics-port", "0", "--openai-port", "-1", "--exit-timeout-secs", "5", "--log-verbose").start();
         try {
             awaitStarted(p);
             String out = output();
@@ -234,7 +234,7 @@ class LayoutTest {
     @Test
     void serve_fromRepositoryRoot_servesSamples_andAnswersTheReadmeCall() throws Exception {
         Path root = Path.of(System.getProperty("backplane.repo", "..")).toAbsolutePath().normalize();
-        Process p = launcherIn(root, "serve", "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0").start();
+        Process p = launcherIn(root, "serve", "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0", "--openai-port", "0").start();
         try {
             awaitStarted(p);
             assertTrue(output().contains("model repositories [" + root.resolve("samples/models") + "]"), output());
@@ -281,7 +281,7 @@ class LayoutTest {
                 + "input [ { name: \"TEXT\", data_type: TYPE_STRING, dims: [ 1 ] } ]\noutput [ { name: \"RESULT\", data_type: TYPE_STRING, dims: [ 1 ] } ]\n");
         for (boolean bundled : List.of(true, false)) {
             Process p = launcher("serve", "--model-repository", repo.toString(), "--backend-directory", plugin.toString(), "--bundled-backends=" + bundled,
-                    "--http-port", "-1", "--grpc-port", "-1", "--metrics-port", "-1").start();
+                    "--http-port", "-1", "--grpc-port", "-1", "--metrics-port", "-1", "--openai-port", "-1").start();
             try {
                 awaitStarted(p);
                 String out = output();

@@ -34,7 +34,7 @@ final class ServeProcess implements AutoCloseable {
     static final Path DIST = Path.of(System.getProperty("backplane.dist", "target/backplane")).toAbsolutePath().normalize();
     static final Path LAUNCHER = DIST.resolve("bin/backplane");
     private static final Pattern SERVING = Pattern.compile("frontend '([^']+)' serving at (\\S+)");
-    private static final List<String> FRONTENDS = List.of("http", "grpc", "metrics");
+    private static final List<String> FRONTENDS = List.of("http", "grpc", "metrics", "openai");
     private static final Duration EXIT = Duration.ofSeconds(120);
 
     private final String name;

@@ -54,7 +54,7 @@ final class AotTrainCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        List<String> args = new ArrayList<>(List.of("serve", "--http-port=0", "--grpc-port=0", "--metrics-port=0", "--http-address=127.0.0.1",
+        List<String> args = new ArrayList<>(List.of("serve", "--http-port=0", "--grpc-port=0", "--metrics-port=0", "--openai-port=-1", "--http-address=127.0.0.1",
                 "--grpc-address=127.0.0.1", "--metrics-address=127.0.0.1"));
         for (Path r : repositories) {
             args.add("--model-repository=" + r);

@@ -37,7 +37,7 @@ import picocli.CommandLine.Spec;
  * {@code --exit-timeout-secs}.
  */
 @Command(name = "serve", mixinStandardHelpOptions = true, sortOptions = false, usageHelpAutoWidth = true,
-        description = {"Serves a model repository over the installed frontends (Open Inference Protocol REST and gRPC, metrics).",
+        description = {"Serves a model repository over the installed frontends (Open Inference Protocol REST and gRPC, OpenAI-compatible API, metrics).",
                 "Without --model-repository it serves ./samples/models, or the samples bundled with the distribution."},
         footer = {"", "Exit codes: 0 after a clean stop on SIGTERM or SIGINT, 1 if the server failed, 2 for bad options."})
 final class ServeCommand implements Callable<Integer> {
@@ -81,6 +81,11 @@ final class ServeCommand implements Callable<Integer> {
             description = "Port of the 'metrics' frontend (default: ${DEFAULT-VALUE}); 0 picks a free one, -1 disables it.")
     int metricsPort;
 
+    @Option(names = "--openai-port", paramLabel = "<port>", defaultValue = "9000", converter = Converters.Port.class,
+            description = "Port of the 'openai' frontend, the OpenAI-compatible API (default: ${DEFAULT-VALUE}, Triton's); 0 picks a free one,"
+                    + " -1 disables it.")
+    int openaiPort;
+
     @Option(names = "--http-address", paramLabel = "<addr>", defaultValue = "0.0.0.0", description = "Address the 'http' frontend binds (default: ${DEFAULT-VALUE}).")
     String httpAddress = "0.0.0.0";
 
@@ -90,6 +95,18 @@ final class ServeCommand implements Callable<Integer> {
     @Option(names = "--metrics-address", paramLabel = "<addr>", defaultValue = "0.0.0.0", description = "Address the 'metrics' frontend binds (default: ${DEFAULT-VALUE}).")
     String metricsAddress = "0.0.0.0";
 
+    @Option(names = "--openai-address", paramLabel = "<addr>", defaultValue = "0.0.0.0", description = "Address the 'openai' frontend binds (default: ${DEFAULT-VALUE}).")
+    String openaiAddress = "0.0.0.0";
+
+    @Option(names = "--openai-api-key", paramLabel = "<key>",
+            description = "Clients of the 'openai' frontend must send Authorization: Bearer <key> (default: no key asked).")
+    @Nullable String openaiApiKey;
+
+    @Option(names = "--openai-restricted-api", paramLabel = "<api>[,<api>...]:<header>=<value>",
+            description = "'openai' frontend API groups that need a header (as --http-restricted-api); repeatable. Groups: inference "
+                    + "(completions, chat, embeddings), model-repository (/v1/models), health (/health/ready).")
+    List<String> openaiRestrictedApi = new ArrayList<>();
+
     @Option(names = "--allow-http", paramLabel = "<bool>", arity = "0..1", defaultValue = "true", fallbackValue = "true",
             description = "Start the 'http' frontend (default: ${DEFAULT-VALUE}).")
     boolean allowHttp;
@@ -97,6 +114,10 @@ final class ServeCommand implements Callable<Integer> {
     @Option(names = "--allow-grpc", paramLabel = "<bool>", arity = "0..1", defaultValue = "true", fallbackValue = "true",
             description = "Start the 'grpc' frontend (default: ${DEFAULT-VALUE}).")
     boolean allowGrpc;
+
+    @Option(names = "--allow-openai", paramLabel = "<bool>", arity = "0..1", defaultValue = "true", fallbackValue = "true",
+            description = "Start the 'openai' frontend (default: ${DEFAULT-VALUE}).")
+    boolean allowOpenai;
 
     @Option(names = "--allow-metrics", paramLabel = "<bool>", arity = "0..1", defaultValue = "true", fallbackValue = "true",
             description = "Start the 'metrics' frontend (default: ${DEFAULT-VALUE}).")
@@ -502,6 +523,13 @@ final class ServeCommand implements Callable<Integer> {
                     o.put("restricted_api", String.join(";", httpRestrictedApi));
                 }
             }
+            case "openai" -> {
+                o.put("drain_timeout_ms", drain);
+                if (!openaiRestrictedApi.isEmpty()) {
+                    o.put("restricted_api", String.join(";", openaiRestrictedApi));
+                }
+                putIf(o, "api_key", openaiApiKey);
+            }
             case "grpc" -> {
                 o.put("drain_timeout_ms", drain);
                 if (!grpcRestrictedProtocol.isEmpty()) {
@@ -540,7 +568,8 @@ final class ServeCommand implements Callable<Integer> {
         Map<String, Builtin> builtins = Map.of(
                 "http", new Builtin(httpPort, httpAddress, allowHttp, "http"),
                 "grpc", new Builtin(grpcPort, grpcAddress, allowGrpc, "grpc"),
-                "metrics", new Builtin(metricsPort, metricsAddress, allowMetrics, "metrics"));
+                "metrics", new Builtin(metricsPort, metricsAddress, allowMetrics, "metrics"),
+                "openai", new Builtin(openaiPort, openaiAddress, allowOpenai, "openai"));
         Map<String, Map<String, String>> extra = new LinkedHashMap<>();
         for (PluginOption o : frontendConfig) {
             extra.computeIfAbsent(o.name(), n -> new LinkedHashMap<>()).put(o.key(), o.value());
@@ -553,7 +582,7 @@ final class ServeCommand implements Callable<Integer> {
         if (installed.isEmpty()) {
             log.warn("no frontend is installed: nothing will serve requests. Frontends are FrontendFactory plugins in lib/ or in the backends directory");
         }
-        for (String name : List.of("http", "grpc", "metrics")) {
+        for (String name : List.of("http", "grpc", "metrics", "openai")) {
             if (!installed.containsKey(name)) {
                 log.info("no '{}' frontend is installed; its options are ignored", name);
             }

@@ -226,7 +226,7 @@ final class RealModelPeers {
                 cmd.add("io.backplane.server.Main");
             }
             cmd.addAll(List.of("serve", "--model-repository", repo.toString(), "--model-control-mode", "explicit", "--http-port", Integer.toString(port),
-                    "--http-address", "127.0.0.1", "--grpc-port", "-1", "--metrics-port", "-1", "--allow-links-outside-repository"));
+                    "--http-address", "127.0.0.1", "--grpc-port", "-1", "--metrics-port", "-1", "--openai-port", "-1", "--allow-links-outside-repository"));
             Path log = ctx.work.resolve("serve-" + port + ".log");
             Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile()).start();
             String how = "`backplane serve` (" + (ctx.dist != null ? ctx.dist.resolve("bin/backplane") : "child JVM of peers.jar") + "), REST binary tensors";

@@ -1,0 +1,255 @@
+package io.backplane.plugin.openai;
+
+import static java.util.Objects.requireNonNull;
+
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.InferenceResponse;
+import io.backplane.spi.host.ResponseObserver;
+import java.util.concurrent.CompletionStage;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * One completion or chat completion in flight: the host's responses as OpenAI's answer. Streamed,
+ * each response's text is one chunk ({@code data: {...}}), then a chunk with the finish reason,
+ * the usage chunk when the client asked for it ({@code stream_options.include_usage}), and
+ * {@code data: [DONE]}; otherwise the texts are joined into one answer. Owns:
+ * <ul>
+ *   <li>one answer (L1): an error before the first chunk is an error reply with its status; after
+ *       it, an error chunk ({@code data: {"error": {...}}}, which OpenAI's clients raise) ends the
+ *       stream, never a second reply. A model's error response ends the call the same way, and
+ *       what the model sends after it is dropped.
+ *   <li>usage as Triton's frontend counts it: prompt tokens from the first {@code num_input_tokens},
+ *       completion tokens the sum of {@code num_output_tokens}; where the model does not count, the
+ *       model's tokenizer counts the prompt and the text, when the frontend has one.
+ *   <li>flow control (DESIGN P9): {@link #ready()} is the connection's writability.
+ * </ul>
+ * The host serialises the observer's calls; the monitor guards only against {@link #abort}.
+ */
+final class GenerationCall implements ResponseObserver {
+    enum Kind { COMPLETION, CHAT }
+
+    private final Exchange exchange;
+    private final Kind kind;
+    private final String model;
+    private final String id;
+    private final long created;
+    private final boolean stream;
+    private final boolean includeUsage;
+    private final int maxTokens;
+    private final String prompt;
+    private final @Nullable TokenCounter counter;
+    private final StringBuilder text = new StringBuilder();
+    private long promptTokens = -1;
+    private long completionTokens = -1;
+    private boolean started;
+    private boolean ended;
+
+    GenerationCall(Exchange exchange, Kind kind, String model, boolean stream, boolean includeUsage, int maxTokens, String prompt,
+            @Nullable TokenCounter counter) {
+        this.exchange = requireNonNull(exchange, "exchange is null");
+        this.kind = requireNonNull(kind, "kind is null");
+        this.model = requireNonNull(model, "model is null");
+        this.id = (kind == Kind.CHAT ? "chatcmpl-" : "cmpl-") + java.util.UUID.randomUUID();
+        this.created = System.currentTimeMillis() / 1000;
+        this.stream = stream;
+        this.includeUsage = includeUsage;
+        this.maxTokens = maxTokens;
+        this.prompt = requireNonNull(prompt, "prompt is null");
+        this.counter = counter;
+    }
+
+    String id() {
+        return id;
+    }
+
+    @Override
+    public synchronized void onResponse(InferenceResponse response) {
+        if (ended) {
+            return;
+        }
+        BackplaneException error = response.error();
+        if (error != null) {
+            fail(error);
+            return;
+        }
+        long in = LlmConvention.count(response, LlmConvention.NUM_INPUT_TOKENS);
+        if (in >= 0 && promptTokens < 0) {
+            promptTokens = in;
+        }
+        long out = LlmConvention.count(response, LlmConvention.NUM_OUTPUT_TOKENS);
+        if (out >= 0) {
+            completionTokens = Math.max(0, completionTokens) + out;
+        }
+        String delta = LlmConvention.text(response);
+        text.append(delta);
+        if (stream) {
+            start();
+            if (!delta.isEmpty()) {
+                exchange.event(chunk(delta, null));
+            }
+        }
+    }
+
+    @Override
+    public synchronized void onComplete() {
+        if (ended) {
+            return;
+        }
+        ended = true;
+        ObjectNode usage = usage();
+        String finish = usage != null && usage.get("completion_tokens").asLong() >= maxTokens ? "length" : "stop";
+        if (stream) {
+            start();
+            ObjectNode last = chunk(null, finish);
+            if (includeUsage) {
+                last.putNull("usage");
+            }
+            exchange.event(last);
+            if (includeUsage) {
+                ObjectNode u = envelope();
+                u.putArray("choices");
+                if (usage == null) {
+                    u.putNull("usage");
+                } else {
+                    u.set("usage", usage);
+                }
+                exchange.event(u);
+            }
+            exchange.endStream(true);
+            return;
+        }
+        ObjectNode root = envelope();
+        ObjectNode choice = root.putArray("choices").addObject();
+        choice.put("index", 0);
+        if (kind == Kind.CHAT) {
+            ObjectNode message = choice.putObject("message");
+            message.put("role", "assistant");
+            message.put("content", text.toString());
+        } else {
+            choice.put("text", text.toString());
+        }
+        choice.putNull("logprobs");
+        choice.put("finish_reason", finish);
+        if (usage == null) {
+            root.putNull("usage");
+        } else {
+            root.set("usage", usage);
+        }
+        exchange.reply(root);
+    }
+
+    @Override
+    public synchronized void onError(BackplaneException error) {
+        if (!ended) {
+            fail(error);
+        }
+    }
+
+    /** Ends the call with {@code error} (the frontend is closing); false when it had ended. */
+    synchronized boolean abort(BackplaneException error) {
+        if (ended) {
+            return false;
+        }
+        fail(error);
+        return true;
+    }
+
+    @Override
+    public CompletionStage<Void> ready() {
+        return exchange.writable();
+    }
+
+    private void fail(BackplaneException error) {
+        ended = true;
+        ApiError e = ApiError.of(error);
+        if (started) {
+            exchange.event(e.body());
+            exchange.endStream(false);
+        } else {
+            exchange.fail(e);
+        }
+    }
+
+    /** The stream's head and, for a chat, OpenAI's first chunk: the assistant's role with empty content. */
+    private void start() {
+        if (started) {
+            return;
+        }
+        started = true;
+        exchange.startStream();
+        if (kind == Kind.CHAT) {
+            ObjectNode first = envelope();
+            ObjectNode choice = first.putArray("choices").addObject();
+            choice.put("index", 0);
+            ObjectNode delta = choice.putObject("delta");
+            delta.put("role", "assistant");
+            delta.put("content", "");
+            choice.putNull("logprobs");
+            choice.putNull("finish_reason");
+            if (includeUsage) {
+                first.putNull("usage");
+            }
+            exchange.event(first);
+        }
+    }
+
+    private ObjectNode chunk(@Nullable String delta, @Nullable String finish) {
+        ObjectNode root = envelope();
+        ArrayNode choices = root.putArray("choices");
+        ObjectNode choice = choices.addObject();
+        choice.put("index", 0);
+        if (kind == Kind.CHAT) {
+            ObjectNode d = choice.putObject("delta");
+            if (delta != null) {
+                d.put("content", delta);
+            }
+        } else {
+            choice.put("text", delta == null ? "" : delta);
+        }
+        choice.putNull("logprobs");
+        if (finish == null) {
+            choice.putNull("finish_reason");
+        } else {
+            choice.put("finish_reason", finish);
+        }
+        if (includeUsage && delta != null) {
+            root.putNull("usage");
+        }
+        return root;
+    }
+
+    private ObjectNode envelope() {
+        ObjectNode root = Json.MAPPER.createObjectNode();
+        root.put("id", id);
+        root.put("object", kind == Kind.CHAT ? (stream ? "chat.completion.chunk" : "chat.completion") : "text_completion");
+        root.put("created", created);
+        root.put("model", model);
+        root.putNull("system_fingerprint");
+        return root;
+    }
+
+    /** Usage as the model counted it, else as the tokenizer counts; null when neither can. */
+    private @Nullable ObjectNode usage() {
+        long p = promptTokens;
+        long c = completionTokens;
+        TokenCounter tc = counter;
+        if (tc != null) {
+            if (p < 0) {
+                p = tc.count(prompt);
+            }
+            if (c < 0) {
+                c = tc.count(text.toString());
+            }
+        }
+        if (p < 0 || c < 0) {
+            return null;
+        }
+        ObjectNode u = Json.MAPPER.createObjectNode();
+        u.put("prompt_tokens", p);
+        u.put("completion_tokens", c);
+        u.put("total_tokens", p + c);
+        return u;
+    }
+}
