@@ -31,7 +31,7 @@ import java.util.function.Consumer;
 /**
  * The answer to one request on one connection: a JSON reply, an error reply, or a server-sent
  * event stream. Exactly one answer is written (later attempts are ignored), and
- * what {@link #whenEnded} registered runs once when it is, from whatever thread wrote it; Netty queues writes from
+ * what {@link #whenEnded} registered runs once when it is written (or failed to be), on the event loop; Netty queues writes from
  * other threads on the channel's event loop in order.
  */
 final class Exchange {
@@ -165,7 +165,8 @@ final class Exchange {
         if (!keepAlive) {
             f.addListener(ChannelFutureListener.CLOSE);
         }
-        ended();
+        // ended once written (or failed to): a closing frontend waits for it before it stops the event loops
+        f.addListener(x -> ended());
     }
 
     private void finish(ChannelFuture f) {
@@ -173,7 +174,7 @@ final class Exchange {
             f.addListener(ChannelFutureListener.CLOSE);
         }
         if (ended.compareAndSet(false, true)) {
-            ended();
+            f.addListener(x -> ended());
         }
     }
 

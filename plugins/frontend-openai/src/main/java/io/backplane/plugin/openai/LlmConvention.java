@@ -59,17 +59,18 @@ final class LlmConvention {
     record Generation(String prompt, boolean stream, boolean echo, int maxTokens, JsonNode request) {
     }
 
-    /** Whether {@code config} follows the convention: it declares a {@code text_input} of strings. */
+    /** Whether {@code config} follows the convention: a {@code text_input} of strings in, a {@code text_output} out (when it declares outputs). */
     static boolean generative(ModelConfig config) {
         TensorConfig t = config.input(TEXT_INPUT);
-        return t != null && t.dataType() == DataType.BYTES;
+        return t != null && t.dataType() == DataType.BYTES && (config.outputs().isEmpty() || config.output(TEXT_OUTPUT) != null);
     }
 
     /** The request for {@code g} to model {@code model}, whose config is {@code config}. */
     static InferenceRequest request(String model, ModelConfig config, Generation g, String id) {
         if (!generative(config)) {
-            throw ApiError.invalid("model '" + model + "' does not take text generation requests: it declares no input '" + TEXT_INPUT
-                    + "' of TYPE_STRING (Triton's LLM convention); its inputs are " + names(config.inputs()), "model").failure();
+            throw ApiError.invalid("model '" + model + "' does not take text generation requests: Triton's LLM convention asks for an input '" + TEXT_INPUT
+                    + "' of TYPE_STRING and an output '" + TEXT_OUTPUT + "'; its inputs are " + names(config.inputs()) + " and its outputs "
+                    + names(config.outputs()), "model").failure();
         }
         InferenceRequest.Builder b = InferenceRequest.builder(model).id(id);
         JsonNode r = g.request();

@@ -298,6 +298,13 @@ final class OpenAiHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         if (p != null && p.isArray() && p.size() == 1 && p.get(0).isTextual()) {
             return p.get(0).asText();
         }
+        if (p != null && p.isArray()) {
+            for (JsonNode e : p) {
+                if (!e.isTextual()) {
+                    throw ApiError.invalid("'prompt' must be a string; token ids are not supported: send text", "prompt").failure();
+                }
+            }
+        }
         if (p != null && p.isArray() && p.size() > 1) {
             throw ApiError.invalid("'prompt' is a list of " + p.size() + " prompts; this server takes one prompt per request: send one request each",
                     "prompt").failure();
