@@ -10,6 +10,7 @@ import io.backplane.core.testing.ScriptedBackend;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
 import io.backplane.spi.ErrorCode;
+import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.ResponseSender;
 import io.backplane.spi.ScheduledRequest;
@@ -138,11 +139,16 @@ class GenerationMetricsTest {
 
     /** Streams one request and waits for its end; returns how many responses its observer saw. */
     private static int stream(BackplaneHost h, String model, long k) throws Exception {
+        return stream(h, ScriptedBackend.request(model, k), new ConcurrentLinkedQueue<>());
+    }
+
+    private static int stream(BackplaneHost h, InferenceRequest request, ConcurrentLinkedQueue<InferenceResponse> got) throws Exception {
         CompletableFuture<Integer> done = new CompletableFuture<>();
         AtomicInteger seen = new AtomicInteger();
-        h.stream(ScriptedBackend.request(model, k), new ResponseObserver() {
+        h.stream(request, new ResponseObserver() {
             @Override
             public void onResponse(InferenceResponse response) {
+                got.add(response);
                 seen.incrementAndGet();
             }
 
@@ -173,6 +179,19 @@ class GenerationMetricsTest {
         assertEquals(3, stream(h, GEN_TOKENS, 3));
         assertEquals(List.of("gen_tokens first 1", "gen_tokens next 2", "gen_tokens next 3", "gen_tokens ended SUCCESS"),
                 List.copyOf(recorder.events));
+    }
+
+    /** The client asked only for OUT: the backend's num_output_tokens still counts, and the client does not get it. */
+    @Test
+    void decoupled_numOutputTokensNotRequested_stillCounted() throws Exception {
+        BackplaneHost h = start();
+        ConcurrentLinkedQueue<InferenceResponse> got = new ConcurrentLinkedQueue<>();
+        InferenceRequest onlyOut = InferenceRequest.builder(GEN_TOKENS).input(Tensor.ofLongs("IN", new long[] {1}, 2)).requestOutput("OUT").build();
+        assertEquals(2, stream(h, onlyOut, got));
+        assertEquals(List.of("gen_tokens first 1", "gen_tokens next 2", "gen_tokens ended SUCCESS"), List.copyOf(recorder.events));
+        for (InferenceResponse r : got) {
+            assertEquals(List.of("OUT"), r.outputs().stream().map(Tensor::name).toList());
+        }
     }
 
     @Test
