@@ -12,7 +12,10 @@ public final class Spi {
      * ({@link ModelContext#metrics()}, {@code io.backplane.spi.metrics}). Version 3 added flow
      * control: {@link ResponseSender#ready()} and {@code ResponseObserver.ready()}. Version 4 added
      * readiness checks that the model's code takes part in: {@link ModelInstance#checkReady()}. Version 5
-     * added the host's check of files a backend opens by name: {@link ModelContext#checkedFile}.
+     * added the host's check of files a backend opens by name: {@link ModelContext#checkedFile}, and
+     * the generation figures a host reports to its listeners:
+     * {@link io.backplane.spi.host.HostListener#responseSent} and
+     * {@link io.backplane.spi.host.ModelStatistics#generation()}.
      */
     public static final int VERSION = 5;
 

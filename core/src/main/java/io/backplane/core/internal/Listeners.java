@@ -84,6 +84,18 @@ final class Listeners implements HostListener {
         each(l -> l.requestEnded(model, version, outcome, queueNanos, computeNanos));
     }
 
+    /** Hot path (once per response): a plain loop, no capturing lambda. */
+    @Override
+    public void responseSent(String model, long version, boolean first, long nanos, long tokens) {
+        for (HostListener l : targets) {
+            try {
+                l.responseSent(model, version, first, nanos, tokens);
+            } catch (RuntimeException e) {
+                log.warn("host listener {} failed", l, e);
+            }
+        }
+    }
+
     @Override
     public void requestRejected(String model, Outcome outcome) {
         each(l -> l.requestRejected(model, outcome));

@@ -115,6 +115,13 @@ final class RequestState implements ScheduledRequest, ResponseSender {
 
     private volatile boolean cancelled;
     private volatile long dispatchNanos;
+    /**
+     * Generation figures ({@link #reportOutput}): whether a response with output was reported, and
+     * when the last one was. Confined like the sends: under this object's lock for a decoupled
+     * model, the one FINAL's winner for a plain one.
+     */
+    private boolean outputSent;
+    private long lastOutputNanos;
     /** The request whose execution started this one (a BLS call), or null. */
     private final @Nullable RequestState parent;
     /** A warm-up request ({@link Warmup}), or a child of one: kept out of statistics, metrics and the response cache. */
@@ -378,6 +385,7 @@ final class RequestState implements ScheduledRequest, ResponseSender {
                 throw closedError();
             }
             if (!fin) {
+                reportOutput(response);
                 deliver(() -> sink.partial(stamp(response)));
                 return;
             }
@@ -466,10 +474,35 @@ final class RequestState implements ScheduledRequest, ResponseSender {
             origin.hold().release(this, error.code() == ErrorCode.CANCELLED ? Outcome.CANCELED : Outcome.BACKEND);
             deliverFinal(() -> sink.failed(error));
         } else {
+            if (response != null) {
+                reportOutput(response);
+            }
             origin.hold().release(this, Outcome.SUCCESS);
             InferenceResponse delivered = last;
             deliverFinal(() -> sink.last(delivered));
         }
+    }
+
+    /**
+     * Reports a response that carries output to the listeners ({@code HostListener.responseSent}):
+     * the first with the time since acceptance, later ones with the time since the previous one.
+     * Callers hold the send confinement ({@link #outputSent}); runs before the response is
+     * delivered and before the request's end is reported.
+     */
+    private void reportOutput(InferenceResponse response) {
+        if (warmUp || response.error() != null || response.outputs().isEmpty()) {
+            return;
+        }
+        long tokens = OutputTokens.of(response);
+        if (tokens == 0) {
+            return;
+        }
+        long now = origin.host().ticker().nanoTime();
+        boolean first = !outputSent;
+        long since = first ? arrivalNanos : lastOutputNanos;
+        outputSent = true;
+        lastOutputNanos = now;
+        origin.host().listener().responseSent(origin.model(), origin.version(), first, Math.max(0, now - since), tokens);
     }
 
     /** Marks this request to have its successful response stored in {@code c} under {@code key}. */

@@ -52,6 +52,11 @@ public final class Statistics implements HostListener {
         final Map<Integer, LongAdder> batches = new ConcurrentSkipListMap<>();
         final Pair cacheHit = new Pair();
         final Pair cacheMiss = new Pair();
+        final Pair firstToken = new Pair();
+        /** Counted per token: a response of k tokens adds k and its delay once. */
+        final LongAdder interTokens = new LongAdder();
+        final LongAdder interTokenNanos = new LongAdder();
+        final LongAdder outputTokens = new LongAdder();
     }
 
     private Counters of(String model, long version) {
@@ -68,6 +73,18 @@ public final class Statistics implements HostListener {
             c.compute.add(computeNanos);
         } else {
             c.fail.add(queueNanos + computeNanos);
+        }
+    }
+
+    @Override
+    public void responseSent(String model, long version, boolean first, long nanos, long tokens) {
+        Counters c = of(model, version);
+        c.outputTokens.add(tokens);
+        if (first) {
+            c.firstToken.add(nanos);
+        } else {
+            c.interTokens.add(tokens);
+            c.interTokenNanos.add(nanos);
         }
     }
 
@@ -105,6 +122,8 @@ public final class Statistics implements HostListener {
             batches.add(new ModelStatistics.BatchStatistics(size, count, count, count));
         });
         return new ModelStatistics(model, version, c.lastInference.get(), c.inferences.sum(), c.executions.sum(), c.success.get(),
-                c.fail.get(), c.queue.get(), none, compute, none, batches, List.of(), c.cacheHit.get(), c.cacheMiss.get());
+                c.fail.get(), c.queue.get(), none, compute, none, batches, List.of(), c.cacheHit.get(), c.cacheMiss.get(),
+                new ModelStatistics.Generation(c.firstToken.get(), new ModelStatistics.Duration(c.interTokens.sum(), c.interTokenNanos.sum()),
+                        c.outputTokens.sum()));
     }
 }

@@ -64,6 +64,31 @@ public interface HostListener {
     default void requestEnded(String model, long version, Outcome outcome, long queueNanos, long computeNanos) {
     }
 
+    /**
+     * A request sent a response that carries output: generation metrics (time to first token,
+     * inter-token latency, output tokens). Called once per such response, for plain and decoupled
+     * models alike (a plain model's one response is {@code first}), before the response reaches
+     * the client and before the request's {@link #requestEnded}. Not called for an error response,
+     * for a response without outputs (a decoupled model's bare FINAL), for a response whose
+     * {@code num_output_tokens} is 0, nor for warm-up requests. A response answered from the
+     * response cache counts as a first response.
+     *
+     * <p>The responses of one request are reported one at a time, in the order they were sent
+     * (the core serialises a request's sends); different requests report concurrently from any
+     * thread. Nothing is allocated for the call beyond the listener's own work.
+     *
+     * @param first whether this is the request's first such response
+     * @param nanos for the first response, the time since the request was accepted (queue and
+     *     compute: the time to first token); for a later one, the time since the request's
+     *     previous such response (the inter-token latency of the {@code tokens} it carries)
+     * @param tokens the output tokens this response carries, at least 1: the value of its output
+     *     tensor {@code num_output_tokens} when it has one (Triton's vLLM backend convention: one
+     *     element of type UINT32, INT32, INT64 or UINT64 in host memory), else 1
+     * @since SPI 5
+     */
+    default void responseSent(String model, long version, boolean first, long nanos, long tokens) {
+    }
+
     /** A request was rejected before it was accepted (unknown model, bad input, unavailable). */
     default void requestRejected(String model, Outcome outcome) {
     }

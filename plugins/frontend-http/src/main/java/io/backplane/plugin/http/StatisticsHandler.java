@@ -15,6 +15,9 @@ import java.util.List;
  * is {@code ""}) and {@code GET /v2/models/<m>[/versions/<v>]/stats}. Owns the body's shape,
  * {@code {"model_stats":[...]}} with Triton's field names, and that it is written from one
  * snapshot per model as the host hands it over (durations as {@code count}/{@code ns} pairs).
+ * Each model also carries Backplane's {@code generation_stats} ({@code first_token} and
+ * {@code inter_token} as {@code count}/{@code ns} pairs, {@code output_tokens} a count), a key
+ * Triton does not have; Triton's clients read the keys they know and pass over it.
  */
 final class StatisticsHandler implements RestRoute {
     private final InferenceService service;
@@ -69,6 +72,12 @@ final class StatisticsHandler implements RestRoute {
                     g.writeEndObject();
                 }
                 g.writeEndArray();
+                ModelStatistics.Generation gen = st.generation();
+                g.writeObjectFieldStart("generation_stats");
+                duration(g, "first_token", gen.firstToken());
+                duration(g, "inter_token", gen.interToken());
+                g.writeNumberField("output_tokens", gen.outputTokens());
+                g.writeEndObject();
                 g.writeEndObject();
             }
             g.writeEndArray();

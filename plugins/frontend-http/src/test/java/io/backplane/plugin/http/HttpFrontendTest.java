@@ -152,6 +152,28 @@ class HttpFrontendTest {
         assertEquals(404, get("/v2/models/identity/versions/7/stats").statusCode());
     }
 
+    /** Backplane's generation_stats beside Triton's keys: a stream of 3 responses is one first token and 2 inter-token samples. */
+    @Test
+    void statistics_generationStats_afterStreamAndInfer() throws Exception {
+        assertEquals(200, post("/v2/models/repeat/generate_stream", "{\"IN\":3}").statusCode());
+        assertStillServes();
+        JsonNode repeat = json(get("/v2/models/repeat/stats")).get("model_stats").get(0);
+        JsonNode gen = repeat.get("generation_stats");
+        assertNotNull(gen, repeat.toString());
+        assertEquals(1, gen.get("first_token").get("count").asLong(), gen.toString());
+        assertTrue(gen.get("first_token").get("ns").asLong() > 0, gen.toString());
+        assertEquals(2, gen.get("inter_token").get("count").asLong(), gen.toString());
+        assertTrue(gen.get("inter_token").get("ns").asLong() >= 0, gen.toString());
+        assertEquals(3, gen.get("output_tokens").asLong(), gen.toString());
+        assertEquals(1, repeat.get("inference_stats").get("success").get("count").asLong(), repeat.toString());
+        JsonNode identity = json(get("/v2/models/identity/stats")).get("model_stats").get(0).get("generation_stats");
+        assertEquals(1, identity.get("first_token").get("count").asLong(), identity.toString());
+        assertEquals(0, identity.get("inter_token").get("count").asLong(), identity.toString());
+        assertEquals(1, identity.get("output_tokens").asLong(), identity.toString());
+        JsonNode idle = json(get("/v2/models/slow/stats")).get("model_stats").get(0).get("generation_stats");
+        assertEquals("{\"first_token\":{\"count\":0,\"ns\":0},\"inter_token\":{\"count\":0,\"ns\":0},\"output_tokens\":0}", idle.toString());
+    }
+
     @Test
     void modelMetadata_plainAndVersioned_listsTensors() throws Exception {
         for (String path : List.of("/v2/models/identity", "/v2/models/identity/versions/1")) {

@@ -38,11 +38,26 @@ import org.jspecify.annotations.Nullable;
  *       {@code backplane_inference_batch_size{model,version}} (summary)
  *   <li>{@code backplane_instance_restarts_total{model,version}}
  *   <li>{@code backplane_duplicate_releases_total{model,version}} (L4 suppressed second releases)
+ *   <li>{@code backplane_time_to_first_token_seconds{model,version}} (histogram): per request that
+ *       sent output, from its acceptance to its first response with output
+ *   <li>{@code backplane_inter_token_latency_seconds{model,version}} (histogram): per output token
+ *       of a request's later responses, the time since its previous response divided by the
+ *       tokens the response carries (a response of k tokens records k samples, at most
+ *       {@value #MAX_TOKEN_SAMPLES})
+ *   <li>{@code backplane_output_tokens_total{model,version}}: output tokens sent, first responses
+ *       included ({@code rate()} of it is tokens per second)
  * </ul>
+ * The generation meters follow {@link HostListener#responseSent}: a token is what a response's
+ * {@code num_output_tokens} output says, else the response itself.
  */
 final class MetricsListener implements HostListener {
     /** The one series every request for a model outside the repository counts in. */
     static final String UNKNOWN = "_unknown";
+    /**
+     * The most inter-token samples one response records: a backend that reports an absurd
+     * {@code num_output_tokens} costs bounded time on its sender's thread.
+     */
+    static final int MAX_TOKEN_SAMPLES = 4096;
 
     private final MeterRegistry registry;
     private final boolean backplane;
@@ -84,6 +99,9 @@ final class MetricsListener implements HostListener {
         final DistributionSummary batchSize;
         final Counter restarts;
         final Counter duplicates;
+        final Timer firstToken;
+        final Timer interToken;
+        final Counter outputTokens;
 
         BackplaneMeters(String model, String version, AtomicLong inFlight) {
             success = Counter.builder("backplane.inference.success").description("Requests that ended successfully")
@@ -109,6 +127,16 @@ final class MetricsListener implements HostListener {
             restarts = Counter.builder("backplane.instance.restarts").description("Instances replaced after a failure")
                     .tags("model", model, "version", version).register(registry);
             duplicates = Counter.builder("backplane.duplicate.releases").description("Second releases of an ended request, suppressed (L4)")
+                    .tags("model", model, "version", version).register(registry);
+            firstToken = Timer.builder("backplane.time.to.first.token")
+                    .description("Time from acceptance to a request's first response with output (time to first token)")
+                    .tags("model", model, "version", version).publishPercentileHistogram()
+                    .minimumExpectedValue(Duration.ofNanos(1000)).maximumExpectedValue(Duration.ofSeconds(60)).register(registry);
+            interToken = Timer.builder("backplane.inter.token.latency")
+                    .description("Time between a request's responses with output, per output token (inter-token latency)")
+                    .tags("model", model, "version", version).publishPercentileHistogram()
+                    .minimumExpectedValue(Duration.ofNanos(1000)).maximumExpectedValue(Duration.ofSeconds(60)).register(registry);
+            outputTokens = Counter.builder("backplane.output.tokens").description("Output tokens sent (num_output_tokens, else 1 per response)")
                     .tags("model", model, "version", version).register(registry);
         }
     }
@@ -202,6 +230,26 @@ final class MetricsListener implements HostListener {
         }
         if (computeNanos > 0) {
             m.compute.record(computeNanos, TimeUnit.NANOSECONDS);
+        }
+    }
+
+    @Override
+    public void responseSent(String model, long version, boolean first, long nanos, long tokens) {
+        if (stopped) {
+            return;
+        }
+        BackplaneMeters m = of(model, version).bp;
+        if (m == null) {
+            return;
+        }
+        m.outputTokens.increment(tokens);
+        if (first) {
+            m.firstToken.record(nanos, TimeUnit.NANOSECONDS);
+            return;
+        }
+        long perToken = nanos / Math.max(1, tokens);
+        for (long i = Math.min(tokens, MAX_TOKEN_SAMPLES); i > 0; i--) {
+            m.interToken.record(perToken, TimeUnit.NANOSECONDS);
         }
     }
 
