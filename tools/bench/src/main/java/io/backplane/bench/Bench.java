@@ -651,7 +651,11 @@ public final class Bench {
 
     /** Parses a command line into options (for tests and programs); {@link #main} also takes the output options. */
     public static BenchOptions parse(String... args) {
-        return BenchCli.parse(args).options();
+        BenchOptions o = BenchCli.parse(args).options();
+        if (o == null) {
+            throw new IllegalArgumentException("--openai-url runs the generation mode: parse it with BenchCli, run it with OpenAiBench");
+        }
+        return o;
     }
 
     /** Runs the command line: exit status 0, 1 when errors passed {@code --max-error-rate} or the run failed, 2 for bad options. */

@@ -20,11 +20,18 @@ import picocli.CommandLine.Option;
                 + "waiting for its answer, for the warm-up and then the measured duration. Reports throughput and latency percentiles; for a "
                 + "decoupled model (REST or embedded) the requests go over a stream and the time to the first response and between responses "
                 + "are reported too; server-side queue and compute times are read from the server's statistics endpoint when it has one.",
-                "", "Target: exactly one of --url, --grpc, --embedded-repository."},
+                "", "Generation mode (--openai-url): streamed chat completions (or completions) against an OpenAI-compatible server, as AIPerf "
+                + "and genai-perf measure them: at each concurrency level that many streams in flight; reports requests/s, TTFT (send to the "
+                + "first chunk with content; the role-only first chunk does not count), inter-token latency (time between content chunks "
+                + "divided by the later chunk's tokens: usage deltas when every chunk carries usage, else 1 per chunk; the output says "
+                + "which), output tokens/s (from the final usage, else content chunks), output tokens per request, request latency and errors.",
+                "", "Target: exactly one of --url, --grpc, --embedded-repository, --openai-url."},
         footer = {"", "Examples:",
                 "  backplane bench --url http://127.0.0.1:8000 --model add_sub --concurrency 1,8",
                 "  backplane bench --url http://127.0.0.1:8000 --model repeat_decoupled --input-shape 3 --format csv",
                 "  backplane bench --embedded-repository samples/models --model onnx_add_sub --duration-s 2",
+                "  backplane bench --openai-url http://127.0.0.1:9000 --model llama --max-tokens 256 --concurrency 1,4,16 --duration-s 30",
+                "  backplane bench --openai-url http://127.0.0.1:9000 --openai-endpoint completions --model llama --request-count 50 --format csv",
                 "", "Exit status: 0; 1 when the run failed or a level's error rate passed --max-error-rate; 2 for bad options."})
 final class BenchCli {
     enum Format { table, csv, json }
@@ -39,11 +46,34 @@ final class BenchCli {
             description = "Serve this model repository in-process and call the host as a Java application does (one blocking thread per client).")
     @Nullable Path repository;
 
+    @Option(names = "--openai-url", paramLabel = "<url>",
+            description = "Generation mode: an OpenAI-compatible server's base URL, e.g. http://127.0.0.1:9000 (a trailing /v1 is accepted).")
+    @Nullable String openaiUrl;
+
+    @Option(names = "--openai-endpoint", paramLabel = "<api>",
+            description = "Generation mode: chat (POST /v1/chat/completions, the prompt as one user message) or completions (POST /v1/completions) "
+                    + "(default: chat).")
+    OpenAiOptions.@Nullable Endpoint openaiEndpoint;
+
+    @Option(names = "--openai-api-key", paramLabel = "<key>", description = "Generation mode: sent as 'Authorization: Bearer <key>' (default: no header).")
+    @Nullable String openaiApiKey;
+
+    @Option(names = "--prompt", paramLabel = "<text>", description = "Generation mode: the prompt of every request (default: a one-line story request).")
+    @Nullable String prompt;
+
+    @Option(names = "--max-tokens", paramLabel = "<n>", description = "Generation mode: max_tokens of every request (default: 128).")
+    @Nullable Integer maxTokens;
+
+    @Option(names = "--extra-body", paramLabel = "<json>",
+            description = "Generation mode: a JSON object merged into every request body, e.g. '{\"ignore_eos\": true}', or "
+                    + "'{\"stream_options\": {\"continuous_usage_stats\": true}}' for per-chunk usage from vLLM.")
+    @Nullable String extraBody;
+
     @Option(names = "--backend-directory", paramLabel = "<dir>",
             description = "Embedded mode: a folder of backend plugin directories, added to the distribution's bundled backends; repeatable.")
     List<Path> backendDirectories = new ArrayList<>();
 
-    @Option(names = "--model", paramLabel = "<name>", required = true, description = "The model to call (required).")
+    @Option(names = "--model", paramLabel = "<name>", required = true, description = "The model to call (required; for --openai-url, the request's model).")
     String model = "";
 
     @Option(names = "--model-version", paramLabel = "<n>", defaultValue = "-1", description = "Model version (default: the latest).")
@@ -87,8 +117,8 @@ final class BenchCli {
     @Option(names = {"-h", "--help"}, usageHelp = true, description = "Show this help and exit.")
     boolean help;
 
-    /** What the command line asks for. */
-    record Parsed(BenchOptions options, Format format, @Nullable Path output, double maxErrorRate) {
+    /** What the command line asks for: {@code options} for an Open Inference Protocol or embedded target, else {@code openai}. */
+    record Parsed(@Nullable BenchOptions options, @Nullable OpenAiOptions openai, Format format, @Nullable Path output, double maxErrorRate) {
     }
 
     /** The usage text, with every option's description. */
@@ -116,6 +146,15 @@ final class BenchCli {
         if (maxErrorRate < 0 || maxErrorRate > 1) {
             throw new IllegalArgumentException("--max-error-rate " + maxErrorRate + " is not a fraction between 0 and 1 (e.g. 0.01 for 1 %)");
         }
+        if (openaiUrl != null) {
+            return openai(openaiUrl);
+        }
+        String generationOnly = " applies to the generation mode (--openai-url) only";
+        refuse(openaiEndpoint != null, "--openai-endpoint", generationOnly);
+        refuse(openaiApiKey != null, "--openai-api-key", generationOnly);
+        refuse(prompt != null, "--prompt", generationOnly);
+        refuse(maxTokens != null, "--max-tokens", generationOnly);
+        refuse(extraBody != null, "--extra-body", generationOnly);
         BenchOptions.Builder b = BenchOptions.builder(model).version(version).concurrency(concurrency)
                 .duration(Duration.ofMillis((long) (durationSeconds * 1000))).warmup(Duration.ofMillis((long) (warmupSeconds * 1000)))
                 .inputShape(inputShape).inputDatatype(inputDatatype == null ? null : inputDatatype.toUpperCase(Locale.ROOT)).connections(connections).requestCount(requestCount);
@@ -140,7 +179,31 @@ final class BenchCli {
         } else if (!backendDirectories.isEmpty()) {
             throw new IllegalArgumentException("--backend-directory applies to --embedded-repository only (a server loads its own backends)");
         }
-        return new Parsed(b.build(), format, output, maxErrorRate);
+        return new Parsed(b.build(), null, format, output, maxErrorRate);
+    }
+
+    private Parsed openai(String base) {
+        int targets = 1 + (url != null ? 1 : 0) + (grpc != null ? 1 : 0) + (repository != null ? 1 : 0);
+        if (targets != 1) {
+            throw new IllegalArgumentException("give exactly one target: --url, --grpc, --embedded-repository or --openai-url (found " + targets + ")");
+        }
+        String why = " does not apply to --openai-url (the generation mode sends a prompt to a model by name, one connection per stream)";
+        refuse(version != -1, "--model-version", why);
+        refuse(inputShape != null, "--input-shape", why);
+        refuse(inputDatatype != null, "--input-datatype", why);
+        refuse(connections != 0, "--connections", why);
+        refuse(!backendDirectories.isEmpty(), "--backend-directory", why);
+        OpenAiOptions o = new OpenAiOptions(base, openaiEndpoint != null ? openaiEndpoint : OpenAiOptions.Endpoint.chat, openaiApiKey, model,
+                prompt != null ? prompt : OpenAiOptions.DEFAULT_PROMPT, maxTokens != null ? maxTokens : 128,
+                extraBody != null ? OpenAiOptions.parseExtraBody(extraBody) : null, concurrency, Duration.ofMillis((long) (durationSeconds * 1000)),
+                Duration.ofMillis((long) (warmupSeconds * 1000)), requestCount);
+        return new Parsed(null, o, format, output, maxErrorRate);
+    }
+
+    private static void refuse(boolean given, String option, String why) {
+        if (given) {
+            throw new IllegalArgumentException(option + why);
+        }
     }
 
     /** Runs a command line; returns the exit status. */
@@ -158,18 +221,30 @@ final class BenchCli {
             err.println("Run 'backplane bench --help' for the options.");
             return 2;
         }
-        BenchResult result;
+        String text;
+        List<LevelErrors> levels = new ArrayList<>();
         try {
-            result = Bench.run(p.options());
+            if (p.openai() != null) {
+                GenerationResult result = OpenAiBench.run(p.openai());
+                text = switch (p.format()) {
+                    case table -> result.table();
+                    case csv -> result.csv();
+                    case json -> result.json();
+                };
+                result.levels().forEach(l -> levels.add(new LevelErrors(l.concurrency(), l.requests(), l.errors(), l.errorRate(), l.firstError())));
+            } else {
+                BenchResult result = Bench.run(java.util.Objects.requireNonNull(p.options(), "options is null"));
+                text = switch (p.format()) {
+                    case table -> result.table();
+                    case csv -> result.csv();
+                    case json -> result.json();
+                };
+                result.levels().forEach(l -> levels.add(new LevelErrors(l.concurrency(), l.requests(), l.errors(), l.errorRate(), l.firstError())));
+            }
         } catch (Exception e) {
             err.println("backplane bench: " + Bench.describe(e));
             return 1;
         }
-        String text = switch (p.format()) {
-            case table -> result.table();
-            case csv -> result.csv();
-            case json -> result.json();
-        };
         if (p.output() != null) {
             try {
                 Files.writeString(p.output(), text, StandardCharsets.UTF_8);
@@ -182,7 +257,7 @@ final class BenchCli {
             out.flush();
         }
         int status = 0;
-        for (BenchResult.Level l : result.levels()) {
+        for (LevelErrors l : levels) {
             if (l.errorRate() > p.maxErrorRate()) {
                 err.println(String.format(Locale.ROOT, "backplane bench: %d of %d requests failed at concurrency %d (%.1f %%), above --max-error-rate %s; first error: %s",
                         l.errors(), l.errors() + l.requests(), l.concurrency(), 100 * l.errorRate(), p.maxErrorRate(), l.firstError()));
@@ -190,5 +265,9 @@ final class BenchCli {
             }
         }
         return status;
+    }
+
+    /** What the exit status looks at in a level of either mode. */
+    private record LevelErrors(int concurrency, long requests, long errors, double errorRate, String firstError) {
     }
 }
