@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The Python environment of the real-model tests and benchmarks: torch (CPU), torchvision,
-# transformers, onnx, onnxruntime, numpy, plus the HTTP peers (flask, gunicorn, ray[serve]) with
+# transformers, onnx, onnxruntime, numpy, psutil (transformers' continuous batching measures the
+# memory for its cache with it on the CPU; without it the manager fails "Invalid values: ...,
+# num_sectors = -34"), plus the HTTP peers (flask, gunicorn, ray[serve]) with
 # --peers. Idempotent: an existing environment with every package is left as it is.
 #
 #   tools/model-env.sh [--peers]      prints the environment's python on its last line
