@@ -18,14 +18,14 @@ The output is a Hugging Face causal-LM directory, which `AutoModelForCausalLM.fr
                                       <|end_of_text|>, <|pad|>, <|im_start|>, <|im_end|> and a ChatML
                                       chat template (add_generation_prompt opens the assistant's turn)
 
-The weights are drawn with a wide `initializer_range` (0.3, where Llama's is 0.02): the logits spread over several
-units, so the two highest are rarely within float noise of each other and greedy decoding picks the same token
-whatever the batch around it (paged attention in a continuous batch and `generate` differ in the last bits only;
-the six prompts of the tests have a smallest top-2 gap of 0.004 over 16 tokens, far above the noise). The folder holds a `.zoo-stamp` naming what made it (this
-script's hash, the seed, the interpreter, the transformers and tokenizers versions); a folder whose stamp
-matches is left as it is, so running the script again costs nothing. It is built in a temporary folder and
-renamed into place, so an interrupted run leaves no half model behind.
-"""
+The weights are drawn with a wide `initializer_range` (0.3, where Llama's is 0.02): the logits spread over
+several units, so the two highest are rarely within float noise of each other and greedy decoding picks the same
+token whatever the batch around it (paged attention in a continuous batch and `generate` differ in the last bits
+only; the six prompts of the tests have a smallest top-2 gap of 0.004 over 16 tokens, far above the noise). The
+folder holds a `.zoo-stamp` naming what made it (this script's hash, the seed, the interpreter, the transformers
+and tokenizers versions); a folder whose stamp matches is left as it is, so running the script again costs
+nothing. It is built in a temporary folder and renamed into place, so an interrupted run leaves no half model
+behind."""
 import argparse
 import hashlib
 import json
