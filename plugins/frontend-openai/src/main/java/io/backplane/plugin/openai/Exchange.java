@@ -5,6 +5,7 @@ import static java.util.Objects.requireNonNull;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.backplane.spi.BackplaneException;
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufOutputStream;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
@@ -20,6 +21,7 @@ import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpUtil;
 import io.netty.handler.codec.http.HttpVersion;
 import io.netty.handler.codec.http.LastHttpContent;
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -147,9 +149,15 @@ final class Exchange {
         if (!streaming || ended.get()) {
             return;
         }
-        byte[] body = Json.MAPPER.valueToTree(json).toString().getBytes(StandardCharsets.UTF_8);
-        ByteBuf ev = Unpooled.buffer(body.length + DATA.length + END.length);
-        ev.writeBytes(DATA).writeBytes(body).writeBytes(END);
+        ByteBuf ev = channel.alloc().buffer(256);
+        try (ByteBufOutputStream out = new ByteBufOutputStream(ev)) {
+            out.write(DATA);
+            Json.MAPPER.writeValue((java.io.OutputStream) out, json);
+            out.write(END);
+        } catch (IOException | RuntimeException e) {
+            ev.release();
+            throw new IllegalStateException("could not write an event: " + e, e);
+        }
         channel.writeAndFlush(new DefaultHttpContent(ev));
     }
 

@@ -13,7 +13,7 @@ import java.nio.charset.StandardCharsets;
 
 /** The frontend's JSON mapper and the reading of request bodies. */
 final class Json {
-    static final ObjectMapper MAPPER = JsonMapper.builder().build();
+    static final ObjectMapper MAPPER = JsonMapper.builder().disable(com.fasterxml.jackson.core.JsonGenerator.Feature.AUTO_CLOSE_TARGET).build();
 
     static {
         MAPPER.getFactory().setStreamReadConstraints(StreamReadConstraints.builder().maxNestingDepth(64).build());
