@@ -69,7 +69,9 @@ final class Embeddings {
             futures.forEach(f -> f.cancel(true));
             ex.fail(ApiError.of(e));
         });
-        ex.channel().closeFuture().addListener(f -> futures.forEach(x -> x.cancel(true)));
+        io.netty.util.concurrent.GenericFutureListener<io.netty.channel.ChannelFuture> onClose = f -> futures.forEach(x -> x.cancel(true));
+        ex.channel().closeFuture().addListener(onClose);
+        ex.whenEnded(() -> ex.channel().closeFuture().removeListener(onClose));
         CompletableFuture.allOf(futures.toArray(CompletableFuture[]::new)).whenComplete((v, t) -> {
             if (t != null) {
                 ex.fail(ApiError.of(t));

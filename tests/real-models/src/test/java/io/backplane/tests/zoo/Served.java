@@ -31,7 +31,7 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 /**
- * A real host on a repository with the REST and gRPC frontends on ephemeral loopback ports, and the
+ * A real host on a repository with the REST, gRPC and OpenAI frontends on ephemeral loopback ports, and the
  * tests' own small clients of both (the Open Inference Protocol, as any client speaks it).
  */
 final class Served implements AutoCloseable {
@@ -40,6 +40,8 @@ final class Served implements AutoCloseable {
     final BackplaneHost host;
     private final List<Frontend> frontends;
     final String http;
+    /** The OpenAI-compatible API's base URL ({@code http://127.0.0.1:<port>}). */
+    final String openai;
     private final ManagedChannel channel;
     private final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(30)).build();
 
@@ -47,10 +49,11 @@ final class Served implements AutoCloseable {
     record In(String name, String datatype, long[] shape, Object values) {
     }
 
-    private Served(BackplaneHost host, List<Frontend> frontends, String http, ManagedChannel channel) {
+    private Served(BackplaneHost host, List<Frontend> frontends, String http, String openai, ManagedChannel channel) {
         this.host = host;
         this.frontends = frontends;
         this.http = http;
+        this.openai = openai;
         this.channel = channel;
     }
 
@@ -68,7 +71,7 @@ final class Served implements AutoCloseable {
         List<Frontend> started = new ArrayList<>();
         try {
             List<String> endpoints = new ArrayList<>();
-            for (String name : List.of("http", "grpc")) {
+            for (String name : List.of("http", "grpc", "openai")) {
                 Frontend f = host.frontendFactories().get(name).create(context(host, Map.of("host", "127.0.0.1", "port", "0")));
                 started.add(f);
                 f.start();
@@ -77,7 +80,8 @@ final class Served implements AutoCloseable {
             URI h = URI.create(endpoints.get(0));
             URI g = URI.create(endpoints.get(1));
             ManagedChannel channel = Grpc.newChannelBuilderForAddress(g.getHost(), g.getPort(), InsecureChannelCredentials.create()).build();
-            return new Served(host, started, "http://" + h.getHost() + ":" + h.getPort(), channel);
+            URI o = URI.create(endpoints.get(2));
+            return new Served(host, started, "http://" + h.getHost() + ":" + h.getPort(), "http://" + o.getHost() + ":" + o.getPort(), channel);
         } catch (Exception e) {
             for (Frontend f : started.reversed()) {
                 try {
