@@ -80,26 +80,36 @@ import org.slf4j.LoggerFactory;
  *       methods {@code strip/lstrip/rstrip([chars])}, {@code split([sep[, maxsplit]])}, {@code rsplit},
  *       {@code splitlines}, {@code startswith/endswith} (a string or a tuple), {@code upper/lower/title/capitalize},
  *       {@code replace(old, new[, count])}, {@code find/rfind/count}, {@code join}, the {@code is...()} tests, string
- *       indexing with negative indices; the {@code trim} filter with Python's whitespace; the {@code items} filter.
- *       Jinjava itself provides slicing ({@code messages[1:]}), {@code namespace()}, {@code loop.first/last/index0},
- *       {@code is string/mapping/defined/none}, {@code dict.items()/keys()/get(k, default)}, macros and
- *       {@code selectattr/map/join}.</li>
+ *       indexing ({@code s[0]}, {@code s[-1]}, by code point); the {@code trim} filter with Python's whitespace
+ *       (no-break spaces included); the {@code items} filter; the {@code iterable} and {@code sequence} tests true
+ *       for strings. Jinjava itself provides slicing ({@code messages[1:]}), {@code namespace()},
+ *       {@code loop.first/last/index0/length}, {@code is string/mapping/defined/none}, {@code dict.items()/keys()/
+ *       get(k, default)}, macros, {@code selectattr/map/join}, {@code break/continue}.</li>
+ *   <li><b>Jinja2's precedence</b>: {@code not x is defined} is {@code not (x is defined)} in Jinja2 but
+ *       {@code (not x) is defined} in Jinjava; the template's source gets the parentheses written in (Llama 3.x
+ *       templates depend on it).</li>
+ *   <li><b>Values are text</b>: Jinjava's nested interpretation is off, so a message containing {@code {{ ... }}} or
+ *       {@code {% ... %}} is copied as text, as Jinja2 does, never rendered (Jinjava's default would render it: a
+ *       template injection).</li>
  * </ul>
  *
  * <h2>Known limits</h2>
- * A few Jinja2 behaviours differ in Jinjava and are not patched; none is used by the templates of the common model
- * families (Llama 2/3, Mistral, Qwen, Gemma, Phi, ChatML), each of which the tests compare byte for byte:
+ * A few Jinja2 behaviours differ in Jinjava and are not patched; none is used by the templates the tests compare
+ * byte for byte with {@code transformers} (ChatML/Qwen 2.5 with tools, Llama 2, Llama 3, Llama 3.1 with tools,
+ * Mistral, Gemma, and one exercising the Python string methods):
  * <ul>
  *   <li>a boolean or none printed directly renders {@code true}/{@code false}/empty, not Python's
  *       {@code True}/{@code False}/{@code None} (inside {@code tojson} they are right: {@code true}/{@code null});
- *       dicts and lists printed directly (not through {@code tojson}) use Jinjava's Python-like repr;</li>
+ *       dicts and lists printed directly (not through {@code tojson}) use Jinjava's Python-like repr, which writes
+ *       {@code true}/{@code null} inside too;</li>
  *   <li>a variable that is none ({@code tools} when no tools are passed, {@code documents}) is "not defined" in
- *       Jinjava but defined in Jinja2: {@code tools is defined} alone differs, {@code tools is not none} and
- *       {@code if tools} agree;</li>
- *   <li>{@code loop.previtem/nextitem/cycle}, {@code 'x' is sequence} for strings and {@code \}u escapes inside
- *       template string literals are not supported; an undefined variable's attribute renders empty where Jinja2
- *       would fail;</li>
- *   <li>string lengths count UTF-16 units, not code points (differs only for characters outside the BMP).</li>
+ *       Jinjava but defined in Jinja2: {@code tools is defined} alone differs, {@code tools is not none},
+ *       {@code if tools} and {@code tools is defined and tools} agree;</li>
+ *   <li>{@code loop.previtem/nextitem/cycle}, a test with an argument after {@code not x is} (e.g.
+ *       {@code not x is divisibleby 3}) and Python's backslash-u escapes inside template string literals are not supported; an
+ *       undefined variable's attribute renders empty where Jinja2 would fail;</li>
+ *   <li>the {@code length} filter counts UTF-16 units, not code points (differs only for characters outside the
+ *       BMP, such as emoji).</li>
  * </ul>
  * A template error that is not a {@code raise_exception} (an unknown method, a failed expression) fails the render
  * with {@link io.backplane.spi.ErrorCode#INTERNAL} naming the template and Jinjava's message, never a silently

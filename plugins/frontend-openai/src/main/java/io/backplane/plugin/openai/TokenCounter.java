@@ -30,10 +30,14 @@ import org.slf4j.LoggerFactory;
  * <h2>Native library and offline use</h2>
  * The DJL jar bundles {@code libtokenizers} for linux-x86_64, linux-aarch64, osx-aarch64 and win-x86_64; on first use
  * DJL extracts it to its cache folder ({@code DJL_CACHE_DIR} or {@code ENGINE_CACHE_DIR}, system property or
- * environment variable; default {@code ~/.djl.ai/tokenizers}) and loads it from there, without the network. Only on
- * a platform the jar lacks would DJL try its download site; {@code -Dai.djl.offline=true} (or
- * {@code DJL_OFFLINE=true}) forbids that. Where the library cannot be loaded, {@link #load} logs why and returns
- * empty, and the frontend falls back to the counts the model itself reports.
+ * environment variable; default {@code ~/.djl.ai/tokenizers}) and loads it from there, without the network (checked
+ * by this module's tests, which run with {@code -Dai.djl.offline=true} and the cache under {@code target/}). The
+ * bundled library is the CPU flavour, which DJL accepts on CUDA machines too. Only on a platform the jar lacks would
+ * DJL try its download site; {@code -Dai.djl.offline=true} (or {@code DJL_OFFLINE=true}) forbids that. Where the
+ * library cannot be loaded, {@link #load} logs why and returns empty, and the frontend falls back to the counts the
+ * model itself reports. (DJL probes CUDA while it picks the platform and may log a warning where the driver is
+ * missing or old; it is harmless for the tokenizer.) The bundled library is the Rust {@code tokenizers} 0.21; the
+ * tests compare its counts with {@code transformers} on the Python {@code tokenizers} of the model environment.
  *
  * <p>Thread-safe: {@link #count} may run on any number of threads at once; {@link #close} waits for running counts,
  * frees the native tokenizer exactly once, and later counts fail with {@link IllegalStateException}.

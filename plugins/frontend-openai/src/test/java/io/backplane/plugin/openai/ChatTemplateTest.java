@@ -20,6 +20,11 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -61,17 +66,24 @@ class ChatTemplateTest {
 
     @TempDir
     static Path dir;
-    static Map<String, Object> answer;
+    static volatile Map<String, Object> answer;
     static List<Case> cases;
     static Map<String, List<Map<String, Object>>> conversations;
     static List<Map<String, Object>> tools;
 
     @BeforeAll
-    static void reference() throws IOException, InterruptedException {
-        HfReference.python();
+    static void inputs() {
         conversations = HfReference.parse(HfReference.resource("conversations.json"),
                 new TypeReference<LinkedHashMap<String, List<Map<String, Object>>>>() {});
         tools = HfReference.messages(HfReference.resource("tools.json"));
+    }
+
+    /** transformers' answers for every case, made once (one python run) by the first test that needs them. */
+    static synchronized void reference() throws IOException, InterruptedException {
+        if (answer != null) {
+            return;
+        }
+        HfReference.python();
         List<Map<String, Object>> toks = new ArrayList<>();
         for (Tok t : TOKENIZERS) {
             Map<String, Object> m = new HashMap<>();
@@ -115,7 +127,8 @@ class ChatTemplateTest {
 
     @Test
     @SuppressWarnings("unchecked")
-    void render_everyTemplateConversationAndFlag_equalsTransformersByteForByte() {
+    void render_everyTemplateConversationAndFlag_equalsTransformersByteForByte() throws IOException, InterruptedException {
+        reference();
         List<Map<String, String>> renders = (List<Map<String, String>>) answer.get("renders");
         Map<String, ChatTemplate> templates = new HashMap<>();
         for (Tok t : TOKENIZERS) {
@@ -173,7 +186,8 @@ class ChatTemplateTest {
     }
 
     @Test
-    void render_rolesNotAlternating_isInvalidArgumentQuotingTheTemplateAndItsMessage() {
+    void render_rolesNotAlternating_isInvalidArgumentQuotingTheTemplateAndItsMessage() throws IOException, InterruptedException {
+        reference();
         ChatTemplate mistral = ChatTemplate.load(folder("mistral")).orElseThrow();
         BackplaneException e = assertThrows(BackplaneException.class,
                 () -> mistral.render(conversations.get("not_alternating"), true, null));
@@ -184,8 +198,47 @@ class ChatTemplateTest {
         assertTrue(mistral.render(conversations.get("user_only"), true, null).endsWith("[INST] Hi [/INST]"));
     }
 
+    /** One shared Jinjava engine and a per-thread raise_exception record: concurrent renders and refusals do not mix. */
     @Test
-    void load_folderLayouts_readAsTransformersReadsThem() {
+    void render_manyThreadsAtOnce_refusalsAndRendersDoNotMix() throws Exception {
+        reference();
+        ChatTemplate gemma = ChatTemplate.load(folder("gemma")).orElseThrow();
+        String good = gemma.render(conversations.get("multi_turn"), true, null);
+        ExecutorService pool = Executors.newFixedThreadPool(4);
+        try {
+            CountDownLatch start = new CountDownLatch(1);
+            List<Future<String>> results = new ArrayList<>();
+            for (int t = 0; t < 4; t++) {
+                boolean refuse = t % 2 == 1;
+                results.add(pool.submit(() -> {
+                    start.await();
+                    for (int k = 0; k < 100; k++) {
+                        if (refuse) {
+                            BackplaneException e = assertThrows(BackplaneException.class,
+                                    () -> gemma.render(conversations.get("not_alternating"), true, null));
+                            if (e.code() != ErrorCode.INVALID_ARGUMENT) {
+                                return "refusal " + k + " was " + e;
+                            }
+                        } else if (!good.equals(gemma.render(conversations.get("multi_turn"), true, null))) {
+                            return "render " + k + " differs";
+                        }
+                    }
+                    return "ok";
+                }));
+            }
+            start.countDown();
+            for (Future<String> r : results) {
+                assertEquals("ok", r.get(2, TimeUnit.MINUTES));
+            }
+        } finally {
+            pool.shutdown();
+            assertTrue(pool.awaitTermination(1, TimeUnit.MINUTES));
+        }
+    }
+
+    @Test
+    void load_folderLayouts_readAsTransformersReadsThem() throws IOException, InterruptedException {
+        reference();
         ChatTemplate qwen = ChatTemplate.load(folder("qwen")).orElseThrow();
         assertTrue(qwen.source().endsWith("chat_template.jinja"), qwen.source());
         assertEquals("<|im_end|>", qwen.specialTokens().get("eos_token"));
@@ -250,7 +303,8 @@ class ChatTemplateTest {
 
     @Test
     @SuppressWarnings("unchecked")
-    void strftime_fixedInstant_equalsPythonsStrftime() {
+    void strftime_fixedInstant_equalsPythonsStrftime() throws IOException, InterruptedException {
+        reference();
         List<String> expected = (List<String>) answer.get("strftime");
         ZonedDateTime when = ZonedDateTime.ofInstant(Instant.ofEpochSecond(WHEN), ZoneOffset.UTC);
         for (int i = 0; i < STRFTIME.size(); i++) {
