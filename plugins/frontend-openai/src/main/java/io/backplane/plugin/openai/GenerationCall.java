@@ -237,7 +237,8 @@ final class GenerationCall implements ResponseObserver {
         TokenCounter tc = counter;
         if (tc != null) {
             if (p < 0) {
-                p = tc.count(prompt);
+                // as vLLM counts: a rendered chat already holds its special tokens; a completion's prompt gets the tokenizer's
+                p = kind == Kind.CHAT ? tc.count(prompt) : tc.count(prompt, true);
             }
             if (c < 0) {
                 c = tc.count(text.toString());

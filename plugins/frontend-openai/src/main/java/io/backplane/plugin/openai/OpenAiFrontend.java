@@ -75,6 +75,10 @@ final class OpenAiFrontend implements Frontend {
         this.service = requireNonNull(service, "service is null");
         this.options = requireNonNull(options, "options is null");
         this.files = new ModelFiles(service);
+        if (System.getProperty("ai.djl.offline") == null && System.getenv("DJL_OFFLINE") == null) {
+            // the tokenizers' native library is in DJL's jar: nothing is ever downloaded (a server may have no network)
+            System.setProperty("ai.djl.offline", "true");
+        }
     }
 
     InferenceService service() {

@@ -208,11 +208,17 @@ final class LlmBackend implements BackendFactory {
             if (r.isCancelled() || r.sender().isClosed()) {
                 break;
             }
-            r.sender().send(response(" t" + n, counts, promptTokens, 1), 0);
+            try {
+                r.sender().send(response(" t" + n, counts, promptTokens, 1), 0);
+            } catch (IllegalStateException closed) {
+                break; // the host ended the request between the check and the send (an unload failed it)
+            }
             n++;
         }
         cancelled.add(prompt + " after " + n);
-        r.sender().sendError(new BackplaneException(ErrorCode.CANCELLED, "cancelled after " + n + " tokens"));
+        if (!r.sender().isClosed()) {
+            r.sender().sendError(new BackplaneException(ErrorCode.CANCELLED, "cancelled after " + n + " tokens"));
+        }
     }
 
     private static void awaitReady(ScheduledRequest r) throws Exception {

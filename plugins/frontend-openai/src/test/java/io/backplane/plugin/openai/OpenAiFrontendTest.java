@@ -22,6 +22,8 @@ import java.net.http.HttpResponse;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Base64;
@@ -36,6 +38,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The openai frontend over a real host and real HTTP: the routes, the convention's inputs as each
@@ -48,10 +51,22 @@ class OpenAiFrontendTest {
     private BackplaneHost host;
     private OpenAiFrontend frontend;
 
+    @TempDir
+    Path tokenizer;
+
+    /** Llama-2's way: roles must alternate, else the template raises. */
+    private static final String TEMPLATE = "{% for m in messages %}{% if (m['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+            + "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+            + "{% if m['role'] == 'user' %}{{ bos_token + '[INST] ' + m['content'] | trim + ' [/INST]' }}{% else %}{{ ' ' + m['content'] | trim + ' ' + eos_token }}"
+            + "{% endif %}{% endfor %}";
+
     private void start(Map<String, String> options) throws Exception {
+        Files.writeString(tokenizer.resolve("tokenizer_config.json"), Json.MAPPER.createObjectNode().put("chat_template", TEMPLATE)
+                .put("bos_token", "<s>").put("eos_token", "</s>").toString());
         host = BackplaneHost.builder().backend(backend).unloadTimeout(Duration.ofSeconds(2))
                 .model(LlmBackend.vllm("vllm")).model(LlmBackend.trtllm("trt")).model(LlmBackend.embedding("embed"))
-                .loadModel("vllm").loadModel("trt").loadModel("embed").build();
+                .model(LlmBackend.vllm("chat").toBuilder().parameter("tokenizer", tokenizer.toString()).build())
+                .loadModel("vllm").loadModel("trt").loadModel("embed").loadModel("chat").build();
         Map<String, String> o = new HashMap<>(options);
         o.putIfAbsent("host", "127.0.0.1");
         o.putIfAbsent("port", "0");
@@ -151,7 +166,7 @@ class OpenAiFrontendTest {
         assertEquals("list", list.get("object").asText());
         List<String> ids = new ArrayList<>();
         list.get("data").forEach(m -> ids.add(m.get("id").asText()));
-        assertTrue(ids.containsAll(List.of("vllm", "trt", "embed")), ids.toString());
+        assertTrue(ids.containsAll(List.of("vllm", "trt", "embed", "chat")), ids.toString());
         JsonNode one = json(get("/v1/models/vllm"));
         assertEquals("model", one.get("object").asText());
         assertEquals("vllm", one.get("id").asText());
@@ -251,6 +266,44 @@ class OpenAiFrontendTest {
         start(Map.of());
         assertError(post("/v1/chat/completions", "{\"model\":\"vllm\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"), 400,
                 "invalid_request_error", "chat template", "tokenizer");
+    }
+
+    @Test
+    void chat_rendersTheModelsTemplate_andItsRefusalIsA400() throws Exception {
+        start(Map.of());
+        HttpResponse<String> r = post("/v1/chat/completions", "{\"model\":\"chat\",\"max_tokens\":100,\"messages\":["
+                + "{\"role\":\"user\",\"content\":\" hi \"},{\"role\":\"assistant\",\"content\":\"yo\"},"
+                + "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"and {{ you }}\"}]}]}");
+        assertEquals(200, r.statusCode(), r.body());
+        JsonNode c = json(r);
+        assertEquals("chat.completion", c.get("object").asText());
+        assertEquals("assistant", c.at("/choices/0/message/role").asText());
+        Map<String, LlmBackend.Input> in = backend.seen.poll(10, TimeUnit.SECONDS);
+        assertNotNull(in);
+        assertEquals("<s>[INST] hi [/INST] yo </s><s>[INST] and {{ you }} [/INST]", in.get("text_input").value(),
+                "the template rendered, text parts joined, message text never interpreted as a template");
+        assertEquals("you said: " + in.get("text_input").value(), c.at("/choices/0/message/content").asText());
+        assertError(post("/v1/chat/completions", "{\"model\":\"chat\",\"messages\":[{\"role\":\"assistant\",\"content\":\"x\"}]}"), 400,
+                "invalid_request_error", "Conversation roles must alternate");
+    }
+
+    @Test
+    void chat_streamed_firstChunkIsTheRole_thenTheContent() throws Exception {
+        start(Map.of());
+        HttpResponse<String> r = post("/v1/chat/completions",
+                "{\"model\":\"chat\",\"stream\":true,\"max_tokens\":3,\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}");
+        List<String> ev = events(r.body());
+        JsonNode first = Json.MAPPER.readTree(ev.getFirst());
+        assertEquals("chat.completion.chunk", first.get("object").asText());
+        assertEquals("assistant", first.at("/choices/0/delta/role").asText());
+        assertEquals("", first.at("/choices/0/delta/content").asText());
+        StringBuilder content = new StringBuilder();
+        for (String e : ev.subList(1, ev.size() - 2)) {
+            content.append(Json.MAPPER.readTree(e).at("/choices/0/delta/content").asText());
+        }
+        assertEquals("you said: <s>[INST]", content.toString());
+        assertEquals("length", Json.MAPPER.readTree(ev.get(ev.size() - 2)).at("/choices/0/finish_reason").asText());
+        assertEquals("[DONE]", ev.getLast());
     }
 
     @Test

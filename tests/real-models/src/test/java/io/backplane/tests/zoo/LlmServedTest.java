@@ -49,7 +49,8 @@ import org.slf4j.LoggerFactory;
  * token: streamed (the deltas joined, {@code num_output_tokens} summed), whole, and from several streams at once, which
  * the model serves together through transformers' continuous batching. A stream whose client closes the connection is
  * cancelled in the model: the model logs how many tokens it had made, far fewer than asked for, and serves the next
- * request. Skips, naming tools/model-env.sh, without the model environment.
+ * request. A chat through the OpenAI frontend, driven by OpenAI's own Python client, equals {@code generate} on the chat
+ * as transformers' {@code apply_chat_template} renders it. Skips, naming tools/model-env.sh, without the model environment.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @Timeout(value = 5, unit = TimeUnit.MINUTES)
@@ -58,6 +59,23 @@ class LlmServedTest {
     private static final int MAX_TOKENS = 16;
     private static final List<String> PROMPTS = List.of("The quick brown fox", "Return the path", "Grüße aus München",
             "def main():", "Hello, world", "A list of numbers: 1, 2,");
+    private static final String CHAT = "[{\"role\": \"system\", \"content\": \"You answer in one line.\"}, "
+            + "{\"role\": \"user\", \"content\": \"Where does the river go?\"}]";
+    /** OpenAI's Python client, a greedy streamed chat: prints the content joined and the usage as one JSON line. */
+    private static final String OPENAI_CHAT = """
+            import json, sys
+            from openai import OpenAI
+            client = OpenAI(base_url=sys.argv[1] + "/v1", api_key="unused", max_retries=0, timeout=120)
+            content, usage = "", None
+            for chunk in client.chat.completions.create(model="llm", messages=json.loads(sys.argv[2]), temperature=0,
+                                                         max_tokens=int(sys.argv[3]), stream=True,
+                                                         stream_options={"include_usage": True}):
+                if chunk.choices:
+                    content += chunk.choices[0].delta.content or ""
+                if chunk.usage:
+                    usage = chunk.usage.model_dump()
+            print(json.dumps({"content": content, "usage": usage}))
+            """;
     private static final Pattern CANCELLED = Pattern.compile("request (\\S+) cancelled by its client after (\\d+) tokens");
 
     private Path dir;
@@ -84,7 +102,14 @@ class LlmServedTest {
         Zoo.Run made = Zoo.run(List.of(py.toString(), Zoo.root().resolve("benchmarks/zoo/make_llm.py").toString(), "--out", hf.toString()), 300);
         assertEquals(0, made.exit(), () -> "make_llm.py failed:\n" + made.output());
 
-        Path prompts = Files.writeString(dir.resolve("prompts.json"), JSON.writeValueAsString(PROMPTS));
+        // the chat as transformers renders it with the model's own template: the reference for the OpenAI frontend's chat
+        Zoo.Run rendered = Zoo.run(List.of(py.toString(), "-c", "import json, sys; from transformers import AutoTokenizer; "
+                + "print(json.dumps(AutoTokenizer.from_pretrained(sys.argv[1]).apply_chat_template(json.loads(sys.argv[2]), tokenize=False, "
+                + "add_generation_prompt=True)))", hf.toString(), CHAT), 300);
+        assertEquals(0, rendered.exit(), () -> "apply_chat_template failed:\n" + rendered.output());
+        List<String> all = new ArrayList<>(PROMPTS);
+        all.add(JSON.readTree(rendered.output().lines().reduce((a, b) -> b).orElseThrow()).asText());
+        Path prompts = Files.writeString(dir.resolve("prompts.json"), JSON.writeValueAsString(all));
         Zoo.Run ref = Zoo.run(List.of(py.toString(), Zoo.root().resolve("tests/real-models/src/test/python/llm_reference.py").toString(),
                 hf.toString(), Integer.toString(MAX_TOKENS), prompts.toString()), 300);
         assertEquals(0, ref.exit(), () -> "llm_reference.py failed:\n" + ref.output());
@@ -119,6 +144,18 @@ class LlmServedTest {
             assertEquals(want.get("tokens").asInt(), s.tokens, () -> "num_output_tokens summed over the stream, " + want);
             assertTrue(s.events > 1, "the answer came as " + s.events + " events, not token by token");
         }
+    }
+
+    @Test
+    void openAiChat_throughOpenAIsClient_isTheTemplateAsTransformersRendersIt_andEqualsGenerate() throws Exception {
+        Zoo.Run r = Zoo.run(List.of(Zoo.python().toString(), "-c", OPENAI_CHAT, served.openai, CHAT, Integer.toString(MAX_TOKENS)), 300);
+        assertEquals(0, r.exit(), r::output);
+        JsonNode got = JSON.readTree(r.output().lines().reduce((a, b) -> b).orElseThrow());
+        JsonNode want = reference.getLast();
+        // the model answers the frontend's rendering of the chat; equal to generate() on transformers' rendering only when both render alike
+        assertEquals(want.get("text").asText(), got.get("content").asText(), () -> want + " / " + got);
+        assertEquals(want.get("tokens").asInt(), got.at("/usage/completion_tokens").asInt(), got::toString);
+        assertTrue(got.at("/usage/prompt_tokens").asInt() > 0, got::toString);
     }
 
     @Test
