@@ -103,8 +103,8 @@ class LlmServedTest {
         assertEquals(0, made.exit(), () -> "make_llm.py failed:\n" + made.output());
 
         // the chat as transformers renders it with the model's own template: the reference for the OpenAI frontend's chat
-        Zoo.Run rendered = Zoo.run(List.of(py.toString(), "-c", "import json, sys; from transformers import AutoTokenizer; "
-                + "print(json.dumps(AutoTokenizer.from_pretrained(sys.argv[1]).apply_chat_template(json.loads(sys.argv[2]), tokenize=False, "
+        Zoo.Run rendered = Zoo.run(List.of(py.toString(), "-c", "import json, sys; from transformers import PreTrainedTokenizerFast; "
+                + "print(json.dumps(PreTrainedTokenizerFast.from_pretrained(sys.argv[1]).apply_chat_template(json.loads(sys.argv[2]), tokenize=False, "
                 + "add_generation_prompt=True)))", hf.toString(), CHAT), 300);
         assertEquals(0, rendered.exit(), () -> "apply_chat_template failed:\n" + rendered.output());
         List<String> all = new ArrayList<>(PROMPTS);
