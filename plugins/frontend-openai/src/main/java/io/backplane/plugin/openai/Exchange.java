@@ -144,6 +144,14 @@ final class Exchange {
         channel.write(head);
     }
 
+    /** One event already written out ({@code data: <json>\n\n}), flushed. */
+    void event(byte[] bytes) {
+        if (!streaming || ended.get()) {
+            return;
+        }
+        channel.writeAndFlush(new DefaultHttpContent(Unpooled.wrappedBuffer(bytes)));
+    }
+
     /** One event, {@code data: <json>}, flushed. */
     void event(JsonNode json) {
         if (!streaming || ended.get()) {

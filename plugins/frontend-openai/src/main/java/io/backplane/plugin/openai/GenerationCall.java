@@ -2,11 +2,13 @@ package io.backplane.plugin.openai;
 
 import static java.util.Objects.requireNonNull;
 
+import com.fasterxml.jackson.core.io.JsonStringEncoder;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.host.ResponseObserver;
+import java.nio.charset.StandardCharsets;
 import java.util.concurrent.CompletionStage;
 import org.jspecify.annotations.Nullable;
 
@@ -45,6 +47,9 @@ final class GenerationCall implements ResponseObserver {
     private long completionTokens = -1;
     private boolean started;
     private boolean ended;
+    /** The head and tail of this call's content chunks, made at the first one. */
+    private byte @Nullable [][] template;
+    private static final JsonStringEncoder ESCAPE = JsonStringEncoder.getInstance();
 
     GenerationCall(Exchange exchange, Kind kind, String model, boolean stream, boolean includeUsage, int maxTokens, String prompt,
             @Nullable TokenCounter counter) {
@@ -87,7 +92,7 @@ final class GenerationCall implements ResponseObserver {
         if (stream) {
             start();
             if (!delta.isEmpty()) {
-                exchange.event(chunk(delta, null));
+                exchange.event(contentChunk(delta));
             }
         }
     }
@@ -193,6 +198,30 @@ final class GenerationCall implements ResponseObserver {
             }
             exchange.event(first);
         }
+    }
+
+    /**
+     * A content chunk's bytes, {@code data: {...}\n\n}: what {@link #chunk} writes for a delta, from a head and a tail
+     * made once per call around the escaped text (the hot path: one per token).
+     */
+    private byte[] contentChunk(String delta) {
+        byte[][] t = template;
+        if (t == null) {
+            String marker = "\u0000";
+            String json = chunk(marker, null).toString();
+            int at = json.indexOf("\"\\u0000\"");
+            t = new byte[][] {("data: " + json.substring(0, at)).getBytes(StandardCharsets.UTF_8),
+                    (json.substring(at + 8) + "\n\n").getBytes(StandardCharsets.UTF_8)};
+            template = t;
+        }
+        byte[] text = ESCAPE.quoteAsUTF8(delta);
+        byte[] out = new byte[t[0].length + text.length + 2 + t[1].length];
+        System.arraycopy(t[0], 0, out, 0, t[0].length);
+        out[t[0].length] = '"';
+        System.arraycopy(text, 0, out, t[0].length + 1, text.length);
+        out[t[0].length + 1 + text.length] = '"';
+        System.arraycopy(t[1], 0, out, t[0].length + 2 + text.length, t[1].length);
+        return out;
     }
 
     private ObjectNode chunk(@Nullable String delta, @Nullable String finish) {
