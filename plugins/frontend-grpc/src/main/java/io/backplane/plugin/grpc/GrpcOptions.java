@@ -110,19 +110,6 @@ record GrpcOptions(String host, int port, int maxMessageBytes, int threads, long
     }
 
     private static long number(Map<String, String> options, String key, long dflt, long min, long max) {
-        String v = options.get(key);
-        if (v == null) {
-            return dflt;
-        }
-        long n;
-        try {
-            n = Long.parseLong(v.trim());
-        } catch (NumberFormatException e) {
-            throw BackplaneException.invalid("grpc frontend: option " + key + "='" + v + "' is not an integer");
-        }
-        if (n < min || n > max) {
-            throw BackplaneException.invalid("grpc frontend: option " + key + "=" + n + " is out of range [" + min + ", " + max + "]");
-        }
-        return n;
+        return io.backplane.protocol.FrontendSettings.number("grpc frontend", options, key, dflt, min, max);
     }
 }

@@ -98,19 +98,6 @@ record FrontendOptions(String host, int port, int maxBodyBytes, int maxBinaryBod
         return p;
     }
     private static long number(Map<String, String> options, String key, long dflt, long min, long max) {
-        String v = options.get(key);
-        if (v == null) {
-            return dflt;
-        }
-        long n;
-        try {
-            n = Long.parseLong(v.trim());
-        } catch (NumberFormatException e) {
-            throw BackplaneException.invalid("http frontend: option " + key + "='" + v + "' is not an integer");
-        }
-        if (n < min || n > max) {
-            throw BackplaneException.invalid("http frontend: option " + key + "=" + n + " is out of range [" + min + ", " + max + "]");
-        }
-        return n;
+        return io.backplane.protocol.FrontendSettings.number("http frontend", options, key, dflt, min, max);
     }
 }

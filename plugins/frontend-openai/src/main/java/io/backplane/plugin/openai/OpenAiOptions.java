@@ -56,19 +56,6 @@ record OpenAiOptions(String host, int port, @Nullable String apiKey, int maxBody
     }
 
     private static long number(Map<String, String> options, String key, long dflt, long min, long max) {
-        String v = options.get(key);
-        if (v == null) {
-            return dflt;
-        }
-        long n;
-        try {
-            n = Long.parseLong(v.trim());
-        } catch (NumberFormatException e) {
-            throw BackplaneException.invalid("openai frontend: option " + key + "='" + v + "' is not an integer");
-        }
-        if (n < min || n > max) {
-            throw BackplaneException.invalid("openai frontend: option " + key + "=" + n + " is out of range [" + min + ", " + max + "]");
-        }
-        return n;
+        return io.backplane.protocol.FrontendSettings.number("openai frontend", options, key, dflt, min, max);
     }
 }
