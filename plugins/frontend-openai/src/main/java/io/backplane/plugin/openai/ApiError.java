@@ -42,6 +42,8 @@ record ApiError(int status, String message, String type, @Nullable String param,
         int status = e.code().httpStatus();
         if (e.code() == ErrorCode.CANCELLED) {
             status = 499;
+        } else if (e.code() == ErrorCode.UNSUPPORTED) {
+            status = 400; // not 501: OpenAI's clients retry 5xx, and asking again changes nothing
         }
         String type = switch (e.code()) {
             case INVALID_ARGUMENT, UNKNOWN, ALREADY_EXISTS, NOT_FOUND -> "invalid_request_error";

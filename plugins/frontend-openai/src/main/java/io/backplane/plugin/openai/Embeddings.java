@@ -29,10 +29,12 @@ import java.util.concurrent.CompletableFuture;
 final class Embeddings {
     private final InferenceService service;
     private final ModelFiles files;
+    private final java.util.concurrent.Executor work;
 
-    Embeddings(InferenceService service, ModelFiles files) {
+    Embeddings(InferenceService service, ModelFiles files, java.util.concurrent.Executor work) {
         this.service = requireNonNull(service, "service is null");
         this.files = requireNonNull(files, "files is null");
+        this.work = requireNonNull(work, "work is null");
     }
 
     void serve(JsonNode body, Exchange ex) {
@@ -41,7 +43,10 @@ final class Embeddings {
         try {
             config = service.modelConfig(model, InferenceRequest.LATEST);
         } catch (io.backplane.spi.BackplaneException e) {
-            throw ApiError.modelNotFound(model).failure();
+            if (e.code() == io.backplane.spi.ErrorCode.NOT_FOUND) {
+                throw ApiError.modelNotFound(model).failure();
+            }
+            throw e;
         }
         TensorConfig in = config.input(LlmConvention.TEXT_INPUT);
         if (in == null || in.dataType() != DataType.BYTES) {
@@ -59,12 +64,12 @@ final class Embeddings {
             throw ApiError.invalid("'dimensions' is not supported: the model's output has the size it has; leave it out", "dimensions").failure();
         }
         List<String> inputs = inputs(body.get("input"));
+        TokenCounter counter = files.of(model, config).counter();
         List<CompletableFuture<InferenceResponse>> futures = new ArrayList<>();
         for (String s : inputs) {
             InferenceRequest r = InferenceRequest.builder(model).input(LlmConvention.tensor(model, in, config.batches(), s)).build();
             futures.add(service.infer(r));
         }
-        TokenCounter counter = files.of(model, config).counter();
         ex.onAbort(e -> {
             futures.forEach(f -> f.cancel(true));
             ex.fail(ApiError.of(e));
@@ -72,7 +77,8 @@ final class Embeddings {
         io.netty.util.concurrent.GenericFutureListener<io.netty.channel.ChannelFuture> onClose = f -> futures.forEach(x -> x.cancel(true));
         ex.channel().closeFuture().addListener(onClose);
         ex.whenEnded(() -> ex.channel().closeFuture().removeListener(onClose));
-        CompletableFuture.allOf(futures.toArray(CompletableFuture[]::new)).whenComplete((v, t) -> {
+        // answered on a worker: counting the inputs' tokens never runs on the thread that delivers the host's responses
+        CompletableFuture.allOf(futures.toArray(CompletableFuture[]::new)).whenCompleteAsync((v, t) -> {
             if (t != null) {
                 ex.fail(ApiError.of(t));
                 return;
@@ -102,8 +108,12 @@ final class Embeddings {
                 root.put("model", model);
                 long tokens = 0;
                 if (counter != null) {
-                    for (String s : inputs) {
-                        tokens += counter.count(s);
+                    try {
+                        for (String s : inputs) {
+                            tokens += counter.count(s, true);
+                        }
+                    } catch (RuntimeException e) {
+                        tokens = 0; // a tokenizer closed by a reload: the vectors go out without the count
                     }
                 }
                 root.putObject("usage").put("prompt_tokens", tokens).put("total_tokens", tokens);
@@ -113,7 +123,7 @@ final class Embeddings {
             } catch (RuntimeException e) {
                 ex.fail(ApiError.of(e));
             }
-        });
+        }, work);
     }
 
     private static List<String> inputs(JsonNode input) {

@@ -42,6 +42,7 @@ final class GenerationCall implements ResponseObserver {
     private final int maxTokens;
     private final String prompt;
     private final @Nullable TokenCounter counter;
+    private final java.util.concurrent.Executor work;
     private final StringBuilder text = new StringBuilder();
     private long promptTokens = -1;
     private long completionTokens = -1;
@@ -52,7 +53,7 @@ final class GenerationCall implements ResponseObserver {
     private static final JsonStringEncoder ESCAPE = JsonStringEncoder.getInstance();
 
     GenerationCall(Exchange exchange, Kind kind, String model, boolean stream, boolean includeUsage, int maxTokens, String prompt,
-            @Nullable TokenCounter counter) {
+            @Nullable TokenCounter counter, java.util.concurrent.Executor work) {
         this.exchange = requireNonNull(exchange, "exchange is null");
         this.kind = requireNonNull(kind, "kind is null");
         this.model = requireNonNull(model, "model is null");
@@ -63,6 +64,7 @@ final class GenerationCall implements ResponseObserver {
         this.maxTokens = maxTokens;
         this.prompt = requireNonNull(prompt, "prompt is null");
         this.counter = counter;
+        this.work = requireNonNull(work, "work is null");
     }
 
     String id() {
@@ -97,14 +99,36 @@ final class GenerationCall implements ResponseObserver {
         }
     }
 
+    /**
+     * The end: the last chunks, or the whole answer. Where the usage needs the tokenizer (the model
+     * did not count), the end is written from a worker thread, never from the host's thread that
+     * delivers responses (a stub's reader: P9).
+     */
     @Override
     public synchronized void onComplete() {
         if (ended) {
             return;
         }
+        boolean tokenize = counter != null && (promptTokens < 0 || completionTokens < 0) && (!stream || includeUsage);
+        if (!tokenize) {
+            finish();
+            return;
+        }
+        try {
+            work.execute(this::finish);
+        } catch (RuntimeException closing) {
+            finish(); // the frontend is closing: its workers take nothing more
+        }
+    }
+
+    private synchronized void finish() {
+        if (ended) {
+            return;
+        }
+        ObjectNode usage = !stream || includeUsage ? usage() : null;
+        long counted = usage != null ? usage.get("completion_tokens").asLong() : completionTokens;
         ended = true;
-        ObjectNode usage = usage();
-        String finish = usage != null && usage.get("completion_tokens").asLong() >= maxTokens ? "length" : "stop";
+        String finish = counted >= maxTokens ? "length" : "stop";
         if (stream) {
             start();
             ObjectNode last = chunk(null, finish);
@@ -264,13 +288,18 @@ final class GenerationCall implements ResponseObserver {
         long p = promptTokens;
         long c = completionTokens;
         TokenCounter tc = counter;
-        if (tc != null) {
-            if (p < 0) {
-                // as vLLM counts: a rendered chat already holds its special tokens; a completion's prompt gets the tokenizer's
-                p = kind == Kind.CHAT ? tc.count(prompt) : tc.count(prompt, true);
-            }
-            if (c < 0) {
-                c = tc.count(text.toString());
+        if (tc != null && (p < 0 || c < 0)) {
+            try {
+                if (p < 0) {
+                    // as vLLM counts: a rendered chat already holds its special tokens; a completion's prompt gets the tokenizer's
+                    p = kind == Kind.CHAT ? tc.count(prompt) : tc.count(prompt, true);
+                }
+                if (c < 0) {
+                    c = tc.count(text.toString());
+                }
+            } catch (RuntimeException e) {
+                // a tokenizer closed by a reload, or failing: the answer goes out without usage rather than not at all
+                return null;
             }
         }
         if (p < 0 || c < 0) {

@@ -39,10 +39,15 @@ final class LlmConvention {
     static final String NUM_INPUT_TOKENS = "num_input_tokens";
     static final String NUM_OUTPUT_TOKENS = "num_output_tokens";
 
-    /** Fields of an OpenAI request that are not sampling parameters (Triton's list), left out of {@code sampling_parameters}. */
-    private static final Set<String> NOT_SAMPLING = Set.of("model", "stream", "messages", "prompt", "echo", "store", "metadata", "response_format",
-            "service_tier", "stream_options", "tools", "tool_choice", "parallel_tool_calls", "user", "function_call", "functions", "suffix",
-            "max_completion_tokens", "max_tokens", "n", "logprobs", "top_logprobs", "logit_bias");
+    /**
+     * The request fields that go into {@code sampling_parameters}: OpenAI's sampling fields and the extensions vLLM's
+     * OpenAI server takes (as {@code extra_body}). Any other field stays out, as Triton's frontend (a pydantic model of
+     * the request) leaves out what it does not know: vLLM's backend builds its {@code SamplingParams} from the JSON and
+     * refuses a name it does not know.
+     */
+    private static final Set<String> SAMPLING = Set.of("temperature", "top_p", "top_k", "min_p", "stop", "seed", "presence_penalty",
+            "frequency_penalty", "repetition_penalty", "min_tokens", "ignore_eos", "best_of", "length_penalty", "stop_token_ids",
+            "skip_special_tokens", "spaces_between_special_tokens", "include_stop_str_in_output", "logit_bias");
 
     private LlmConvention() {
     }
@@ -101,11 +106,11 @@ final class LlmConvention {
         return b.build();
     }
 
-    /** The request's sampling fields as JSON, with {@code max_tokens}: what vLLM's backend reads. */
+    /** The request's sampling fields (those of {@link #SAMPLING} it sets) as JSON, with {@code max_tokens}: what vLLM's backend reads. */
     static String samplingParameters(JsonNode request, int maxTokens) {
         ObjectNode out = Json.MAPPER.createObjectNode();
         for (Map.Entry<String, JsonNode> e : request.properties()) {
-            if (!NOT_SAMPLING.contains(e.getKey()) && !e.getValue().isNull()) {
+            if (SAMPLING.contains(e.getKey()) && !e.getValue().isNull()) {
                 out.set(e.getKey(), e.getValue());
             }
         }

@@ -20,8 +20,8 @@ import org.slf4j.LoggerFactory;
  * Each model's chat template and tokenizer, read once per loaded config from the model's
  * tokenizer folder: the folder the model's parameter {@code tokenizer} names (absolute, or relative
  * to the model's folder; {@code $$TRITON_MODEL_DIRECTORY} stands for the model's folder), else the
- * model's folder itself. A reload (a new config) reads them again; the tokenizers replaced are
- * closed with the frontend, never under a request that may still count with them.
+ * model's folder itself. A reload (a new config) reads them again and closes the tokenizer it
+ * replaces (a request still counting with it then answers without usage).
  */
 final class ModelFiles implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(ModelFiles.class);
@@ -64,7 +64,27 @@ final class ModelFiles implements AutoCloseable {
         if (e != null && e.config().equals(config)) {
             return e.files();
         }
-        Entry fresh = byModel.compute(model, (m, old) -> old != null && old.config().equals(config) ? old : new Entry(config, read(m, config)));
+        List<Entry> replaced = new ArrayList<>(1);
+        Entry fresh = byModel.compute(model, (m, old) -> {
+            if (old != null && old.config().equals(config)) {
+                return old;
+            }
+            if (old != null) {
+                replaced.add(old);
+            }
+            return new Entry(config, read(m, config));
+        });
+        for (Entry old : replaced) {
+            // a reload: the old tokenizer goes now (a count still running on it finishes first; a later one fails and that
+            // answer goes without usage), not with the frontend
+            TokenCounter c = old.files().counter();
+            if (c != null) {
+                synchronized (all) {
+                    all.remove(c);
+                }
+                c.close();
+            }
+        }
         return fresh.files();
     }
 

@@ -62,6 +62,7 @@ final class OpenAiFrontend implements Frontend {
     private final ModelFiles files;
     private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
     private final Set<Exchange> open = ConcurrentHashMap.newKeySet();
+    private final java.util.concurrent.atomic.AtomicInteger connections = new java.util.concurrent.atomic.AtomicInteger();
     private final Object idle = new Object();
     private volatile boolean closing;
     private volatile long startedSeconds;
@@ -136,6 +137,10 @@ final class OpenAiFrontend implements Frontend {
                     .childHandler(new ChannelInitializer<SocketChannel>() {
                         @Override
                         protected void initChannel(SocketChannel ch) {
+                            if (options.idleTimeoutMillis() > 0) {
+                                ch.pipeline().addLast("idle", new io.netty.handler.timeout.IdleStateHandler(0, 0, options.idleTimeoutMillis(),
+                                        TimeUnit.MILLISECONDS));
+                            }
                             ch.pipeline().addLast("codec", new HttpServerCodec(4096, 64 * 1024, 64 * 1024))
                                     .addLast("admission", new Admission())
                                     .addLast("aggregator", new Aggregator(options.maxBodyBytes()))
@@ -253,57 +258,129 @@ final class OpenAiFrontend implements Frontend {
         }
     }
 
+    /** A connection's reservations, one per request read, in order: the handler takes each with its request. */
+    static final io.netty.util.AttributeKey<java.util.ArrayDeque<MemoryReservation>> RESERVATIONS =
+            io.netty.util.AttributeKey.valueOf(OpenAiFrontend.class, "openaiReservations");
+
     /**
-     * O1: a request's announced body is reserved in the host's memory budget before it is read,
-     * and let go when the request has been read; a refused one is answered 503 and its connection
-     * closed, its body never read.
+     * O1 and O2 at the door. A request's announced body is reserved in the host's memory budget
+     * before it is read (a body of unknown length grows its reservation as it arrives) and held
+     * until its answer is written; a refused one is answered 503, the rest of its body read and
+     * dropped, and its connection closed. A body announced larger than {@code max_body_bytes} is
+     * left to the aggregator's 413. A connection above {@code max_connections} is closed at once;
+     * one that sends nothing for {@code idle_timeout_ms} while no answer of it is under way is closed.
      */
     private final class Admission extends ChannelInboundHandlerAdapter {
-        private @Nullable MemoryReservation held;
+        private @Nullable MemoryReservation reading;
         private boolean refusing;
+        /** The body's length was not announced: its reservation grows as it arrives. */
+        private boolean growing;
+
+        @Override
+        public void channelActive(ChannelHandlerContext ctx) {
+            if (connections.incrementAndGet() > options.maxConnections()) {
+                log.warn("openai frontend: {} connections open, more than max_connections {}; closing the new one from {}", connections.get(),
+                        options.maxConnections(), ctx.channel().remoteAddress());
+                ctx.close();
+                return;
+            }
+            ctx.channel().attr(RESERVATIONS).set(new java.util.ArrayDeque<>());
+            ctx.fireChannelActive();
+        }
 
         @Override
         public void channelRead(ChannelHandlerContext ctx, Object msg) {
-            if (refusing) {
-                ReferenceCountUtil.release(msg);
-                return;
-            }
             if (msg instanceof HttpRequest req) {
+                refusing = false;
+                growing = !HttpUtil.isContentLengthSet(req);
                 long len = HttpUtil.getContentLength(req, 0L);
+                if (len <= options.maxBodyBytes()) {
+                    try {
+                        reading = service.reserveMemory(len, req.method() + " " + req.uri());
+                    } catch (BackplaneException e) {
+                        refuse(ctx, msg, e);
+                        return;
+                    }
+                }
+            } else if (refusing) {
+                boolean last = msg instanceof LastHttpContent;
+                ReferenceCountUtil.release(msg);
+                if (last) {
+                    ctx.close();
+                }
+                return;
+            } else if (msg instanceof io.netty.handler.codec.http.HttpContent c && reading != null && growing) {
                 try {
-                    held = service.reserveMemory(len, req.method() + " " + req.uri());
+                    reading.grow(c.content().readableBytes());
                 } catch (BackplaneException e) {
-                    refusing = true;
-                    ReferenceCountUtil.release(msg);
-                    ApiError err = new ApiError(503, String.valueOf(e.getMessage()), "service_unavailable_error", null, null);
-                    FullHttpResponse r = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.SERVICE_UNAVAILABLE, Json.bytes(err.body()));
-                    r.headers().set(HttpHeaderNames.CONTENT_TYPE, HttpHeaderValues.APPLICATION_JSON);
-                    r.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
-                    HttpUtil.setContentLength(r, r.content().readableBytes());
-                    ctx.writeAndFlush(r).addListener(ChannelFutureListener.CLOSE);
+                    refuse(ctx, msg, e);
                     return;
                 }
             }
             boolean last = msg instanceof LastHttpContent;
-            ctx.fireChannelRead(msg);
             if (last) {
-                release();
+                MemoryReservation r = reading;
+                reading = null;
+                if (r != null) {
+                    java.util.ArrayDeque<MemoryReservation> q = ctx.channel().attr(RESERVATIONS).get();
+                    if (q != null) {
+                        q.add(r);
+                    } else {
+                        r.close();
+                    }
+                }
             }
+            ctx.fireChannelRead(msg);
+        }
+
+
+        private void refuse(ChannelHandlerContext ctx, Object msg, BackplaneException e) {
+            boolean last = msg instanceof LastHttpContent;
+            ReferenceCountUtil.release(msg);
+            MemoryReservation r = reading;
+            reading = null;
+            if (r != null) {
+                r.close();
+            }
+            refusing = true;
+            ApiError err = new ApiError(503, String.valueOf(e.getMessage()), "service_unavailable_error", null, null);
+            FullHttpResponse resp = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.SERVICE_UNAVAILABLE, Json.bytes(err.body()));
+            resp.headers().set(HttpHeaderNames.CONTENT_TYPE, HttpHeaderValues.APPLICATION_JSON);
+            resp.headers().set(HttpHeaderNames.CONNECTION, HttpHeaderValues.CLOSE);
+            HttpUtil.setContentLength(resp, resp.content().readableBytes());
+            // the rest of the body is read and dropped, so the client reads the answer rather than a reset; then the connection closes
+            ctx.writeAndFlush(resp).addListener(f -> {
+                if (last) {
+                    ctx.close();
+                }
+            });
+        }
+
+        @Override
+        public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
+            if (evt instanceof io.netty.handler.timeout.IdleStateEvent && !OpenAiHandler.busy(ctx.channel())) {
+                log.debug("openai frontend: closing {}, idle for {} ms", ctx.channel().remoteAddress(), options.idleTimeoutMillis());
+                ctx.close();
+                return;
+            }
+            ctx.fireUserEventTriggered(evt);
         }
 
         @Override
         public void channelInactive(ChannelHandlerContext ctx) {
-            release();
+            connections.decrementAndGet();
+            MemoryReservation r = reading;
+            reading = null;
+            if (r != null) {
+                r.close();
+            }
+            java.util.ArrayDeque<MemoryReservation> q = ctx.channel().attr(RESERVATIONS).get();
+            if (q != null) {
+                for (MemoryReservation m; (m = q.poll()) != null;) {
+                    m.close();
+                }
+            }
             ctx.fireChannelInactive();
         }
-
-        private void release() {
-            MemoryReservation h = held;
-            held = null;
-            if (h != null) {
-                h.close();
-            }
-        }
     }
-
 }

@@ -37,8 +37,9 @@ import org.slf4j.LoggerFactory;
 /**
  * One connection's requests: the API key, the restricted groups, then the route. A request is
  * answered off the event loop (reading a model's tokenizer, rendering a chat template), one at a
- * time per connection: the connection reads nothing more until the answer is written, so answers
- * never overtake each other. A connection that closes first cancels its request.
+ * time per connection: requests a client pipelines wait (at most 16) until the answer before them
+ * is written, so answers never overtake or interleave. A connection that closes first cancels its
+ * request. A request's memory reservation (O1) is held until its answer is written.
  */
 final class OpenAiHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
     private static final Logger log = LoggerFactory.getLogger(OpenAiHandler.class);
@@ -56,16 +57,62 @@ final class OpenAiHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         this.work = requireNonNull(work, "work is null");
     }
 
+    /** Whether a request of this connection is being answered (the idle timeout then leaves it open). */
+    static boolean busy(io.netty.channel.Channel ch) {
+        return Boolean.TRUE.equals(ch.attr(BUSY).get());
+    }
+
+    private static final io.netty.util.AttributeKey<Boolean> BUSY = io.netty.util.AttributeKey.valueOf(OpenAiHandler.class, "openaiBusy");
+    /** Requests read ahead on a connection while one is answered (HTTP/1.1 pipelining), answered in order. */
+    private final java.util.ArrayDeque<FullHttpRequest> waiting = new java.util.ArrayDeque<>();
+    private static final int MAX_PIPELINED = 16;
+
     @Override
     protected void channelRead0(ChannelHandlerContext ctx, FullHttpRequest req) {
+        if (busy(ctx.channel())) {
+            // pipelined: answered after the one under way, never beside it (its answer would land inside the other's stream)
+            ctx.channel().config().setAutoRead(false);
+            if (waiting.size() >= MAX_PIPELINED) {
+                req.release();
+                ctx.close();
+                return;
+            }
+            waiting.add(req);
+            return;
+        }
+        dispatch(ctx, req);
+    }
+
+    /** Answers {@code req}; runs on the event loop; the next waiting request goes when its answer is written. */
+    private void dispatch(ChannelHandlerContext ctx, FullHttpRequest req) {
+        ctx.channel().attr(BUSY).set(Boolean.TRUE);
         ctx.channel().config().setAutoRead(false);
-        boolean keepAlive = HttpUtil.isKeepAlive(req) && !frontend.closing();
+        java.util.ArrayDeque<io.backplane.spi.host.MemoryReservation> held = ctx.channel().attr(OpenAiFrontend.RESERVATIONS).get();
+        io.backplane.spi.host.MemoryReservation reservation = held == null ? null : held.poll();
+        boolean keepAlive = HttpUtil.isKeepAlive(req) && !frontend.closing() && req.decoderResult().isSuccess();
         Exchange ex = new Exchange(ctx.channel(), keepAlive);
         frontend.opened(ex);
         ex.whenEnded(() -> {
+            if (reservation != null) {
+                reservation.close(); // O1: held until the answer is written
+            }
             frontend.ended(ex);
-            ctx.channel().eventLoop().execute(() -> ctx.channel().config().setAutoRead(true));
+            ctx.channel().eventLoop().execute(() -> {
+                ctx.channel().attr(BUSY).set(Boolean.FALSE);
+                FullHttpRequest next = waiting.poll();
+                if (next != null) {
+                    dispatch(ctx, next);
+                } else {
+                    ctx.channel().config().setAutoRead(true);
+                }
+            });
         });
+        if (req.decoderResult().isFailure()) {
+            req.release();
+            ex.fail(new ApiError(400, "the request could not be read as HTTP: " + req.decoderResult().cause().getMessage()
+                    + " (headers above 64 KiB or a request line above 4 KiB are refused)", "invalid_request_error", null, null));
+            return;
+        }
         try {
             work.execute(() -> {
                 try {
@@ -90,6 +137,13 @@ final class OpenAiHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
     }
 
     @Override
+    public void handlerRemoved(ChannelHandlerContext ctx) {
+        for (FullHttpRequest r; (r = waiting.poll()) != null;) {
+            r.release();
+        }
+    }
+
+    @Override
     public void channelWritabilityChanged(ChannelHandlerContext ctx) {
         if (ctx.channel().isWritable()) {
             Exchange.Writable.wake(ctx.channel());
@@ -100,6 +154,9 @@ final class OpenAiHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
     @Override
     public void channelInactive(ChannelHandlerContext ctx) {
         Exchange.Writable.wake(ctx.channel());
+        for (FullHttpRequest r; (r = waiting.poll()) != null;) {
+            r.release();
+        }
         ctx.fireChannelInactive();
     }
 
@@ -147,7 +204,7 @@ final class OpenAiHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
             case "/v1/chat/completions" -> generate(req, ex, GenerationCall.Kind.CHAT);
             case "/v1/embeddings" -> {
                 require(req, HttpMethod.POST);
-                new Embeddings(service, frontend.modelFiles()).serve(Json.readObject(req.content()), ex);
+                new Embeddings(service, frontend.modelFiles(), work).serve(Json.readObject(req.content()), ex);
             }
             default -> {
                 if (path.startsWith("/v1/models/")) {
@@ -212,7 +269,7 @@ final class OpenAiHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
         ModelConfig config = config(model);
         boolean stream = bool(body, "stream");
         JsonNode n = body.get("n");
-        if (n != null && !n.isNull() && n.asInt(-1) != 1) {
+        if (n != null && !n.isNull() && !(n.isIntegralNumber() && n.asLong() == 1)) {
             throw ApiError.invalid("'n' is " + n + "; this server generates one choice per request (n = 1): send n requests instead", "n").failure();
         }
         JsonNode streamOptions = body.get("stream_options");
@@ -247,7 +304,7 @@ final class OpenAiHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
                 || kind == GenerationCall.Kind.COMPLETION && body.hasNonNull("logprobs")) {
             throw ApiError.invalid("'logprobs' is not supported by this server; leave it out", "logprobs").failure();
         }
-        GenerationCall call = new GenerationCall(ex, kind, model, stream, includeUsage, maxTokens, prompt, files.counter());
+        GenerationCall call = new GenerationCall(ex, kind, model, stream, includeUsage, maxTokens, prompt, files.counter(), work);
         InferenceRequest request = LlmConvention.request(model, config, new LlmConvention.Generation(prompt, stream, echo, maxTokens, body), call.id());
         run(ex, () -> service.stream(request, call), call::abort);
     }
@@ -256,7 +313,10 @@ final class OpenAiHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
      * Starts a request: a connection that closes before the answer cancels it; a frontend that
      * closes with it still open ends it through {@code abort} (and cancels it).
      */
-    static void run(Exchange ex, java.util.function.Supplier<RequestHandle> start, java.util.function.Predicate<BackplaneException> abort) {
+    void run(Exchange ex, java.util.function.Supplier<RequestHandle> start, java.util.function.Predicate<BackplaneException> abort) {
+        if (frontend.closing()) {
+            throw new ApiError(503, "the server is shutting down", "service_unavailable_error", null, null).failure();
+        }
         RequestHandle handle = start.get();
         ChannelFuture closed = ex.channel().closeFuture();
         GenericFutureListener<ChannelFuture> onClose = f -> handle.cancel();
@@ -266,13 +326,17 @@ final class OpenAiHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
             handle.cancel();
         });
         ex.whenEnded(() -> closed.removeListener(onClose));
+        if (frontend.closing()) {
+            // the close may have passed this exchange over before its abort was set: end it here
+            ex.abort(new BackplaneException(ErrorCode.UNAVAILABLE, "the server is shutting down"));
+        }
     }
 
     private ModelConfig config(String model) {
         try {
             return service.modelConfig(model, InferenceRequest.LATEST);
         } catch (BackplaneException e) {
-            if (e.code() == ErrorCode.NOT_FOUND || e.code() == ErrorCode.UNAVAILABLE) {
+            if (e.code() == ErrorCode.NOT_FOUND) {
                 throw ApiError.modelNotFound(model).failure();
             }
             throw e;
@@ -280,12 +344,13 @@ final class OpenAiHandler extends SimpleChannelInboundHandler<FullHttpRequest> {
     }
 
     private int maxTokens(JsonNode body, GenerationCall.Kind kind) {
-        JsonNode v = kind == GenerationCall.Kind.CHAT && body.hasNonNull("max_completion_tokens") ? body.get("max_completion_tokens") : body.get("max_tokens");
+        String field = kind == GenerationCall.Kind.CHAT && body.hasNonNull("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+        JsonNode v = body.get(field);
         if (v == null || v.isNull()) {
             return options.defaultMaxTokens();
         }
-        if (!v.canConvertToInt() || !v.isIntegralNumber() || v.asInt() < 1) {
-            throw ApiError.invalid("'max_tokens' is " + v + "; give a whole number ≥ 1", "max_tokens").failure();
+        if (!v.isIntegralNumber() || !v.canConvertToInt() || v.asInt() < 1) {
+            throw ApiError.invalid("'" + field + "' is " + v + "; give a whole number ≥ 1", field).failure();
         }
         return v.asInt();
     }

@@ -22,7 +22,7 @@ import org.jspecify.annotations.Nullable;
  *     embeddings, {@code model-repository} for {@code /v1/models}, {@code health} for {@code /health/ready})
  */
 record OpenAiOptions(String host, int port, @Nullable String apiKey, int maxBodyBytes, int threads, long drainMillis, int defaultMaxTokens,
-                     RestrictedApis restricted) {
+                     RestrictedApis restricted, int maxConnections, long idleTimeoutMillis) {
     static final int DEFAULT_PORT = 9000;
     static final Map<String, String> DOCUMENTATION = Map.ofEntries(
             Map.entry("host", "address to bind (default 0.0.0.0)"),
@@ -32,6 +32,9 @@ record OpenAiOptions(String host, int port, @Nullable String apiKey, int maxBody
             Map.entry("threads", "Netty event-loop threads (default: available processors, at most 4)"),
             Map.entry("drain_timeout_ms", "how long close waits for open requests before ending them (default 5000)"),
             Map.entry("default_max_tokens", "max_tokens of a request that sets none (default 16)"),
+            Map.entry("max_connections", "connections held at once (default 1024); above it a new connection is closed"),
+            Map.entry("idle_timeout_ms", "a connection that sends nothing for this long while none of its answers is under way is closed "
+                    + "(default 60000; 0: never)"),
             Map.entry("restricted_api", "<api>[,<api>...]:<header>=<value>, ';'-separated: inference (completions, chat, embeddings), "
                     + "model-repository (/v1/models), health (/health/ready) need a header"));
 
@@ -52,7 +55,9 @@ record OpenAiOptions(String host, int port, @Nullable String apiKey, int maxBody
                 (int) number(options, "threads", Math.min(4, Runtime.getRuntime().availableProcessors()), 1, 1024),
                 number(options, "drain_timeout_ms", 5000, 0, 3_600_000),
                 (int) number(options, "default_max_tokens", 16, 1, Integer.MAX_VALUE),
-                RestrictedApis.parse("openai frontend option restricted_api", options.get("restricted_api")));
+                RestrictedApis.parse("openai frontend option restricted_api", options.get("restricted_api")),
+                (int) number(options, "max_connections", 1024, 1, 1_000_000),
+                number(options, "idle_timeout_ms", 60_000, 0, 86_400_000));
     }
 
     private static long number(Map<String, String> options, String key, long dflt, long min, long max) {

@@ -60,13 +60,15 @@ class OpenAiFrontendTest {
             + "{% if m['role'] == 'user' %}{{ bos_token + '[INST] ' + m['content'] | trim + ' [/INST]' }}{% else %}{{ ' ' + m['content'] | trim + ' ' + eos_token }}"
             + "{% endif %}{% endfor %}";
 
+    private long budget = -1;
+
     private void start(Map<String, String> options) throws Exception {
         Files.writeString(tokenizer.resolve("tokenizer_config.json"), Json.MAPPER.createObjectNode().put("chat_template", TEMPLATE)
                 .put("bos_token", "<s>").put("eos_token", "</s>").toString());
         host = BackplaneHost.builder().backend(backend).unloadTimeout(Duration.ofSeconds(2))
                 .model(LlmBackend.vllm("vllm")).model(LlmBackend.trtllm("trt")).model(LlmBackend.embedding("embed"))
                 .model(LlmBackend.vllm("chat").toBuilder().parameter("tokenizer", tokenizer.toString()).build())
-                .loadModel("vllm").loadModel("trt").loadModel("embed").loadModel("chat").build();
+                .loadModel("vllm").loadModel("trt").loadModel("embed").loadModel("chat").memoryBudget(budget > 0 ? budget : 1L << 30).build();
         Map<String, String> o = new HashMap<>(options);
         o.putIfAbsent("host", "127.0.0.1");
         o.putIfAbsent("port", "0");
@@ -484,6 +486,71 @@ class OpenAiFrontendTest {
         }
         assertTrue(lines.stream().anyMatch(l -> l.contains("shutting down")), lines.toString());
         assertNotNull(backend.cancelled.poll(30, TimeUnit.SECONDS), "the model was not told");
+    }
+
+    @Test
+    void pipelinedRequests_areAnsweredInOrder_neverInsideAnotherAnswer() throws Exception {
+        start(Map.of());
+        String body = "{\"model\":\"vllm\",\"prompt\":\"one two three\",\"stream\":true}";
+        String both = "POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: " + body.length()
+                + "\r\n\r\n" + body + "GET /v1/models HTTP/1.1\r\nhost: x\r\n\r\n";
+        try (Socket s = new Socket("127.0.0.1", frontend.port())) {
+            s.setSoTimeout(30_000);
+            s.getOutputStream().write(both.getBytes(StandardCharsets.US_ASCII));
+            s.getOutputStream().flush();
+            InputStream in = s.getInputStream();
+            StringBuilder got = new StringBuilder();
+            byte[] buf = new byte[4096];
+            while (!got.toString().contains("\"object\":\"list\"")) {
+                int n = in.read(buf);
+                assertTrue(n > 0, "the connection ended: " + got);
+                got.append(new String(buf, 0, n, StandardCharsets.UTF_8));
+            }
+            String all = got.toString();
+            int done = all.indexOf("data: [DONE]");
+            int second = all.indexOf("HTTP/1.1 200", 1);
+            assertTrue(done > 0 && second > done, "the second answer came before the first one ended: " + all);
+        }
+    }
+
+    @Test
+    void memoryBudget_refusesABodyItCannotHold_with503_andHoldsEachBodyUntilItsAnswer() throws Exception {
+        budget = 64 * 1024;
+        start(Map.of());
+        String big = "{\"model\":\"vllm\",\"prompt\":\"" + "x".repeat(100_000) + "\"}";
+        assertError(post("/v1/completions", big), 503, "service_unavailable_error");
+        HttpRequest req = HttpRequest.newBuilder(uri("/v1/completions"))
+                .POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"vllm\",\"prompt\":\"FOREVER budget\",\"stream\":true}")).build();
+        HttpResponse<Stream<String>> r = http.send(req, HttpResponse.BodyHandlers.ofLines());
+        try (Stream<String> lines = r.body()) {
+            var it = lines.iterator();
+            while (it.hasNext() && !it.next().contains(" t1")) {
+                Thread.onSpinWait();
+            }
+            assertTrue(host.memoryUsage().heldBytes() > 0, "the stream's body is no longer held while it is answered");
+        }
+        assertNotNull(backend.cancelled.poll(30, TimeUnit.SECONDS));
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (host.memoryUsage().heldBytes() != 0 && System.nanoTime() < end) {
+            Thread.onSpinWait();
+        }
+        assertEquals(0, host.memoryUsage().heldBytes(), "bytes still held after every answer");
+        assertEquals(200, post("/v1/completions", "{\"model\":\"vllm\",\"prompt\":\"x\"}").statusCode());
+    }
+
+    @Test
+    void malformedHeaders_are400_andAnIdleConnectionIsClosed() throws Exception {
+        start(Map.of("idle_timeout_ms", "300"));
+        try (Socket s = new Socket("127.0.0.1", frontend.port())) {
+            s.setSoTimeout(30_000);
+            s.getOutputStream().write(("GET /v1/models HTTP/1.1\r\nhost: x\r\nx-big: " + "y".repeat(70_000) + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+            String head = new String(s.getInputStream().readNBytes(12), StandardCharsets.US_ASCII);
+            assertEquals("HTTP/1.1 400", head);
+        }
+        try (Socket s = new Socket("127.0.0.1", frontend.port())) {
+            s.setSoTimeout(30_000);
+            assertEquals(-1, s.getInputStream().read(), "an idle connection is closed by the server");
+        }
     }
 
     private int awaitOpen(int want) {
