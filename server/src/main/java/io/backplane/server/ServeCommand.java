@@ -98,8 +98,9 @@ final class ServeCommand implements Callable<Integer> {
     @Option(names = "--openai-address", paramLabel = "<addr>", defaultValue = "0.0.0.0", description = "Address the 'openai' frontend binds (default: ${DEFAULT-VALUE}).")
     String openaiAddress = "0.0.0.0";
 
-    @Option(names = "--openai-api-key", paramLabel = "<key>",
-            description = "Clients of the 'openai' frontend must send Authorization: Bearer <key> (default: no key asked).")
+    @Option(names = "--openai-api-key", paramLabel = "<key>", defaultValue = "${env:BACKPLANE_OPENAI_API_KEY}",
+            description = "Clients of the 'openai' frontend must send Authorization: Bearer <key> (default: the environment variable "
+                    + "BACKPLANE_OPENAI_API_KEY, which keeps the key off the command line; else no key asked).")
     @Nullable String openaiApiKey;
 
     @Option(names = "--openai-restricted-api", paramLabel = "<api>[,<api>...]:<header>=<value>",
