@@ -15,7 +15,7 @@
 # Options (peers.py's): --peers backplane,ts,ts-cb,floor, --endpoint chat|completions (chat),
 # --max-tokens N (64), --concurrency 1,8, --duration-s S (20), --warmup-s S (3, per level),
 # --server-warmup-s S (10, each server at the highest concurrency first), --threads N (1,
-# OMP_NUM_THREADS of every peer), --prompt TEXT, --out FILE; --llm DIR (default target/zoo-llm) and
+# OMP_NUM_THREADS of every peer), --prompt TEXT, --out FILE, --keep; --llm DIR (default target/zoo-llm) and
 # --dist DIR (default dist/target/backplane, built when missing or stale) are set here.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -154,6 +154,7 @@ def main():
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads of every peer (OMP_NUM_THREADS)")
     p.add_argument("--start-timeout-s", type=float, default=180)
     p.add_argument("--out", default=None, help="also write the table here")
+    p.add_argument("--keep", action="store_true", help="keep the work folder (servers' logs, the bench's JSON)")
     a = p.parse_args()
     llm = os.path.abspath(a.llm)
     dist = os.path.abspath(a.dist)
@@ -206,6 +207,10 @@ def main():
     if a.out:
         with open(a.out, "w") as f:
             f.write(table)
+    if a.keep:
+        print(f"servers' logs and the bench's JSON in {workdir}", file=sys.stderr)
+    else:
+        shutil.rmtree(workdir)  # a failed run leaves it, with the logs its error names
 
 
 NAMES = {"backplane": "Backplane (samples/llm, openai frontend)", "ts": "transformers serve (default)",
