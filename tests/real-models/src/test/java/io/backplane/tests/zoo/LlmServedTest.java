@@ -47,7 +47,8 @@ import org.slf4j.LoggerFactory;
  * its own tokenizer), the stubs run by the model environment's python. Greedy answers equal transformers'
  * {@code model.generate(do_sample=False)} on each prompt alone ({@code src/test/python/llm_reference.py}), token for
  * token: streamed (the deltas joined, {@code num_output_tokens} summed), whole, and from several streams at once, which
- * the model serves together through transformers' continuous batching. A stream whose client closes the connection is
+ * the model serves together through transformers' continuous batching; sampled streams beside greedy ones (a second,
+ * sampling manager) leave the greedy answers as they were. A stream whose client closes the connection is
  * cancelled in the model: the model logs how many tokens it had made, far fewer than asked for, and serves the next
  * request. A chat through the OpenAI frontend, driven by OpenAI's own Python client, equals {@code generate} on the chat
  * as transformers' {@code apply_chat_template} renders it. Skips, naming tools/model-env.sh, without the model environment.
@@ -192,6 +193,43 @@ class LlmServedTest {
                 assertEquals(want.get("text").asText(), s.text, () -> "prompt '" + prompt + "', " + want);
                 assertEquals(want.get("tokens").asInt(), s.tokens, () -> "prompt '" + prompt + "', " + want);
             }
+        } finally {
+            pool.shutdownNow();
+            assertTrue(pool.awaitTermination(1, TimeUnit.MINUTES));
+        }
+    }
+
+    @Test
+    void sampledStreams_runBesideGreedyOnes_whichStillEqualGenerate() throws Exception {
+        // greedy requests run on the model's greedy manager, sampled ones on a second, sampling manager
+        String sampled = "{\"max_tokens\": " + MAX_TOKENS + ", \"temperature\": 0.8, \"top_p\": 0.9, \"ignore_eos\": true}";
+        ExecutorService pool = Executors.newFixedThreadPool(4);
+        try {
+            CountDownLatch gate = new CountDownLatch(1);
+            List<Future<Streamed>> answers = new ArrayList<>();
+            for (int i = 0; i < 4; i++) {
+                String parameters = i % 2 == 0 ? sampled : greedy(MAX_TOKENS);
+                answers.add(pool.submit(() -> {
+                    gate.await();
+                    return stream(PROMPTS.get(0), parameters);
+                }));
+            }
+            gate.countDown();
+            for (int i = 0; i < 4; i++) {
+                Streamed s = answers.get(i).get(2, TimeUnit.MINUTES);
+                if (i % 2 == 0) {
+                    assertEquals(MAX_TOKENS, s.tokens, () -> "a sampled stream with ignore_eos: " + s);
+                } else {
+                    assertEquals(reference.get(0).get("text").asText(), s.text);
+                    assertEquals(reference.get(0).get("tokens").asInt(), s.tokens);
+                }
+            }
+            boolean sampling = false; // the model says so once, when the first sampled request arrives
+            for (long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(1); !sampling && System.nanoTime() < deadline; ) {
+                String line = modelLog.poll(1, TimeUnit.SECONDS);
+                sampling = line != null && line.contains("the first sampling request started the sampling manager");
+            }
+            assertTrue(sampling, "the model never logged that it started its sampling manager");
         } finally {
             pool.shutdownNow();
             assertTrue(pool.awaitTermination(1, TimeUnit.MINUTES));
