@@ -1,8 +1,5 @@
 package io.backplane.bench;
 
-import com.fasterxml.jackson.core.JsonProcessingException;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.SerializationFeature;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -94,36 +91,16 @@ public record BenchResult(String target, String model, boolean streaming, List<L
 
     /** CSV: a header line, then one line per level; figures not measured are empty. */
     public String csv() {
-        StringBuilder b = new StringBuilder(String.join(",", COLUMNS)).append('\n');
-        for (Map<String, Object> row : rows()) {
-            List<String> cells = new ArrayList<>();
-            for (String c : COLUMNS) {
-                Object v = row.get(c);
-                String s = v == null ? "" : v instanceof Double d ? String.format(Locale.ROOT, "%.1f", d) : v.toString();
-                cells.add(s.contains(",") || s.contains("\"") || s.contains("\n") ? "\"" + s.replace("\"", "\"\"") + "\"" : s);
-            }
-            b.append(String.join(",", cells)).append('\n');
-        }
-        return b.toString();
+        return ResultFormat.csv(COLUMNS, rows(), "%.1f");
     }
 
     /** JSON: {@code {"target":…, "model":…, "streaming":…, "levels":[{…the CSV columns…}]}}; figures not measured are null. */
     public String json() {
-        Map<String, Object> doc = new LinkedHashMap<>();
-        doc.put("target", target);
-        doc.put("model", model);
-        doc.put("streaming", streaming);
-        List<Map<String, Object>> rows = rows();
-        rows.forEach(r -> {
-            r.remove("target");
-            r.remove("model");
-        });
-        doc.put("levels", rows);
-        try {
-            return new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValueAsString(doc) + "\n";
-        } catch (JsonProcessingException e) {
-            throw new IllegalStateException("cannot write the result as JSON", e);
-        }
+        Map<String, Object> head = new LinkedHashMap<>();
+        head.put("target", target);
+        head.put("model", model);
+        head.put("streaming", streaming);
+        return ResultFormat.json(head, rows());
     }
 
     private List<Map<String, Object>> rows() {
