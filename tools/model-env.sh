@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Python environment of the real-model tests and benchmarks: torch (CPU), torchvision,
-# transformers, onnx, onnxruntime, numpy, openai (the client the OpenAI frontend's tests drive) and
+# transformers, onnx, onnxruntime, numpy, lightgbm (the fil backend's tests train LightGBM models with it), openai (the client the OpenAI frontend's tests drive) and
 # psutil (transformers' continuous batching measures the memory for its cache with it on the CPU;
 # without it the manager fails "Invalid values: ..., num_sectors = -34"), plus the HTTP peers (flask,
 # gunicorn, ray[serve]) with --peers, and what `transformers serve` needs (transformers' "serving"
@@ -14,8 +14,8 @@
 # Index:  the first extra index URL of `pip config list` (the machine's local index), else pip's default.
 set -euo pipefail
 ENV_DIR=${BACKPLANE_MODEL_ENV:-$HOME/.cache/backplane/model-env}
-PKGS=(numpy torch torchvision transformers onnx onnxruntime openai psutil)
-MODS=(numpy torch torchvision transformers onnx onnxruntime openai psutil)
+PKGS=(numpy torch torchvision transformers onnx onnxruntime openai psutil lightgbm)
+MODS=(numpy torch torchvision transformers onnx onnxruntime openai psutil lightgbm)
 for option in "$@"; do
   case "$option" in
     --peers)

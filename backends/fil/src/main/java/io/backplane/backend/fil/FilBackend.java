@@ -1,0 +1,143 @@
+package io.backplane.backend.fil;
+
+import io.backplane.spi.Backend;
+import io.backplane.spi.BackendContext;
+import io.backplane.spi.BackplaneException;
+import io.backplane.spi.DataType;
+import io.backplane.spi.ErrorCode;
+import io.backplane.spi.InstanceContext;
+import io.backplane.spi.Model;
+import io.backplane.spi.ModelContext;
+import io.backplane.spi.ModelInstance;
+import io.backplane.spi.config.InstanceGroup;
+import io.backplane.spi.config.InstanceKind;
+import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.config.TensorConfig;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Backend-wide state of {@code fil}: nothing but the context. {@link #loadModel} reads the
+ * model's FIL parameters, loads its file into the library its {@code model_type} names, and
+ * checks {@code input__0}/{@code output__0} against what the model really is (feature count,
+ * output width), so a mismatch fails the load with the numbers instead of failing every request.
+ */
+final class FilBackend implements Backend {
+    private static final Logger LOG = LoggerFactory.getLogger(FilBackend.class);
+    static final String INPUT = "input__0";
+    static final String OUTPUT = "output__0";
+
+    private final BackendContext context;
+
+    FilBackend(BackendContext context) {
+        this.context = context;
+    }
+
+    @Override
+    public Model loadModel(ModelContext ctx) throws Exception {
+        ModelConfig config = ctx.config();
+        String name = ctx.name();
+        if (config.decoupled()) {
+            throw new BackplaneException(ErrorCode.UNSUPPORTED, "model '" + name + "': backend 'fil' answers each request once; remove decoupled: true");
+        }
+        for (InstanceGroup g : config.instanceGroups()) {
+            if (g.kind() == InstanceKind.GPU) {
+                throw new BackplaneException(ErrorCode.UNSUPPORTED, "model '" + name
+                        + "': backend 'fil' runs on the CPU here; use instance_group { kind: KIND_CPU } (or KIND_AUTO)");
+            }
+        }
+        FilConfig fil = FilConfig.of(config);
+        TensorConfig input = single(config.inputs(), INPUT, "input", name);
+        TensorConfig output = single(config.outputs(), OUTPUT, "output", name);
+        String fileName = config.defaultModelFilename().isEmpty() ? fil.modelType().defaultFile : config.defaultModelFilename();
+        Path file = ctx.versionDirectory().resolve(fileName);
+        if (!Files.isRegularFile(file)) {
+            throw BackplaneException.invalid("model '" + name + "': model_type " + fil.modelType().value + " reads " + file
+                    + ", which does not exist; put the model there (or name its file with default_model_filename)");
+        }
+        TreeEngine engine = switch (fil.modelType()) {
+            case LIGHTGBM -> LightgbmEngine.load(file, name);
+            case XGBOOST, XGBOOST_JSON, XGBOOST_UBJ -> XgboostEngine.load(file, fil.modelType(), name);
+        };
+        try {
+            long declaredIn = input.dims().getLast();
+            if (declaredIn != -1 && declaredIn != engine.features()) {
+                throw BackplaneException.invalid("model '" + name + "': " + INPUT + " declares " + declaredIn + " features (dims " + input.dims()
+                        + ") but " + fileName + " was trained on " + engine.features() + "; set dims: [ " + engine.features() + " ]");
+            }
+            long declaredOut = output.dims().getLast();
+            int width = fil.outputWidth(engine.groups(), declaredOut);
+            if (declaredOut != -1 && declaredOut != width) {
+                throw BackplaneException.invalid("model '" + name + "': " + OUTPUT + " declares dims " + output.dims() + " but this model ("
+                        + describe(fil, engine) + ") gives " + width + " value(s) per row; set dims: [ " + width + " ]");
+            }
+            LOG.info("fil model '{}' version {}: {} ({}), {} features, {} value(s) per row", name, ctx.version(), fileName, describe(fil, engine),
+                    engine.features(), width);
+            return new FilModel(name, config, fil, engine, width);
+        } catch (RuntimeException e) {
+            engine.close();
+            throw e;
+        }
+    }
+
+    private static String describe(FilConfig fil, TreeEngine engine) {
+        if (!fil.classifier()) {
+            return "a regressor" + (engine.groups() > 1 ? " of " + engine.groups() + " outputs" : "");
+        }
+        String kind = engine.groups() == 1 ? "a binary classifier" : "a classifier of " + engine.groups() + " classes";
+        return kind + (fil.predictProba() ? ", predict_proba" : ", class index");
+    }
+
+    private static TensorConfig single(List<TensorConfig> tensors, String expected, String what, String model) {
+        if (tensors.size() != 1 || !tensors.getFirst().name().equals(expected)) {
+            throw BackplaneException.invalid("model '" + model + "': backend 'fil' has one " + what + " named " + expected + ", the config has "
+                    + tensors.stream().map(TensorConfig::name).toList() + "; declare " + what + " [ { name: \"" + expected + "\" ... } ]");
+        }
+        TensorConfig t = tensors.getFirst();
+        if (t.dataType() != DataType.FP32) {
+            throw BackplaneException.invalid("model '" + model + "': " + expected + " is " + t.dataType() + "; FIL's tensors are TYPE_FP32");
+        }
+        if (t.dims().size() != 1) {
+            throw BackplaneException.invalid("model '" + model + "': " + expected + " has dims " + t.dims()
+                    + "; FIL's tensors have one dimension besides the batch (features, or values per row)");
+        }
+        return t;
+    }
+
+    @Override
+    public void close() {
+        // nothing backend-wide: natives stay loaded in this plugin's class loader (STYLE 8)
+    }
+
+    /** One loaded model version: its engine, shared by its instances, freed once the last prediction left it. */
+    static final class FilModel implements Model {
+        final String name;
+        final ModelConfig config;
+        final FilConfig fil;
+        final TreeEngine engine;
+        final int width;
+        final EngineGuard guard;
+
+        FilModel(String name, ModelConfig config, FilConfig fil, TreeEngine engine, int width) {
+            this.name = name;
+            this.config = config;
+            this.fil = fil;
+            this.engine = engine;
+            this.width = width;
+            this.guard = new EngineGuard("fil model '" + name + "'", engine::close);
+        }
+
+        @Override
+        public ModelInstance createInstance(InstanceContext context) {
+            return new FilInstance(this);
+        }
+
+        @Override
+        public void close() {
+            guard.close();
+        }
+    }
+}
