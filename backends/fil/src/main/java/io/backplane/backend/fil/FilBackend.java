@@ -13,6 +13,7 @@ import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.InstanceKind;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.config.TensorConfig;
+import io.backplane.spi.engine.NativeGuard;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -50,8 +51,8 @@ final class FilBackend implements Backend {
             }
         }
         FilConfig fil = FilConfig.of(config);
-        TensorConfig input = single(config.inputs(), INPUT, "input", name);
-        TensorConfig output = single(config.outputs(), OUTPUT, "output", name);
+        TensorConfig input = single(config, config.inputs(), INPUT, "input");
+        TensorConfig output = single(config, config.outputs(), OUTPUT, "output");
         String fileName = config.defaultModelFilename().isEmpty() ? fil.modelType().defaultFile : config.defaultModelFilename();
         Path file = ctx.versionDirectory().resolve(fileName);
         if (!Files.isRegularFile(file)) {
@@ -91,7 +92,8 @@ final class FilBackend implements Backend {
         return kind + (fil.predictProba() ? ", predict_proba" : ", class index");
     }
 
-    private static TensorConfig single(List<TensorConfig> tensors, String expected, String what, String model) {
+    private static TensorConfig single(ModelConfig config, List<TensorConfig> tensors, String expected, String what) {
+        String model = config.name();
         if (tensors.size() != 1 || !tensors.getFirst().name().equals(expected)) {
             throw BackplaneException.invalid("model '" + model + "': backend 'fil' has one " + what + " named " + expected + ", the config has "
                     + tensors.stream().map(TensorConfig::name).toList() + "; declare " + what + " [ { name: \"" + expected + "\" ... } ]");
@@ -100,9 +102,9 @@ final class FilBackend implements Backend {
         if (t.dataType() != DataType.FP32) {
             throw BackplaneException.invalid("model '" + model + "': " + expected + " is " + t.dataType() + "; FIL's tensors are TYPE_FP32");
         }
-        if (t.dims().size() != 1) {
-            throw BackplaneException.invalid("model '" + model + "': " + expected + " has dims " + t.dims()
-                    + "; FIL's tensors have one dimension besides the batch (features, or values per row)");
+        if (t.dims().size() != 1 && (config.batches() || t.dims().size() != 2)) {
+            throw BackplaneException.invalid("model '" + model + "': " + expected + " has dims " + t.dims() + "; FIL's tensors have one"
+                    + " dimension besides the batch (features, or values per row): dims [ n ] with max_batch_size > 0, [ n ] or [ -1, n ] without");
         }
         return t;
     }
@@ -112,14 +114,14 @@ final class FilBackend implements Backend {
         // nothing backend-wide: natives stay loaded in this plugin's class loader (STYLE 8)
     }
 
-    /** One loaded model version: its engine, shared by its instances, freed once the last prediction left it. */
+    /** One loaded model version: its engine, shared by its instances, freed (through the guard) once the last prediction left it. */
     static final class FilModel implements Model {
         final String name;
         final ModelConfig config;
         final FilConfig fil;
         final TreeEngine engine;
         final int width;
-        final EngineGuard guard;
+        final NativeGuard guard;
 
         FilModel(String name, ModelConfig config, FilConfig fil, TreeEngine engine, int width) {
             this.name = name;
@@ -127,7 +129,7 @@ final class FilBackend implements Backend {
             this.fil = fil;
             this.engine = engine;
             this.width = width;
-            this.guard = new EngineGuard("fil model '" + name + "'", engine::close);
+            this.guard = new NativeGuard("fil model '" + name + "'", engine::close);
         }
 
         @Override

@@ -6,7 +6,7 @@ import java.lang.foreign.MemorySegment;
  * One loaded tree model in its library. Thread-safe: {@link #predict} may run on several threads
  * at once (every instance of a model shares its engine; see each implementation for why the
  * library allows it). {@link #close} is called once, after the last {@code predict} returned
- * (the model's {@link EngineGuard} sees to that).
+ * (the model's {@code NativeGuard} sees to that).
  */
 interface TreeEngine extends AutoCloseable {
     /** Features per row the model was trained on. */
