@@ -122,16 +122,17 @@ final class NativeLibraries {
         if (!Files.isReadable(maps)) {
             return; // not Linux: xgboost4j's deleteOnExit is all there is
         }
+        // File.createTempFile's names: prefix, a random number, the suffix (wherever java.io.tmpdir pointed when it first ran)
+        java.util.regex.Pattern unpacked = java.util.regex.Pattern.compile(java.util.regex.Pattern.quote(prefix) + "\\d+\\.(so|dylib|dll)");
         try {
-            Path tmp = Path.of(System.getProperty("java.io.tmpdir")).toRealPath();
             for (String line : Files.readAllLines(maps)) {
                 int slash = line.indexOf('/');
-                if (slash < 0) {
+                if (slash < 0 || line.endsWith(" (deleted)")) {
                     continue;
                 }
-                Path file = Path.of(line.substring(slash).replace(" (deleted)", ""));
+                Path file = Path.of(line.substring(slash));
                 Path name = file.getFileName();
-                if (name != null && name.toString().startsWith(prefix) && tmp.equals(file.getParent()) && Files.deleteIfExists(file)) {
+                if (name != null && unpacked.matcher(name.toString()).matches() && Files.deleteIfExists(file)) {
                     LOG.debug("deleted {} (unpacked by {}; it stays mapped)", file, prefix);
                 }
             }
