@@ -15,9 +15,12 @@ public final class Spi {
      * added the host's check of files a backend opens by name: {@link ModelContext#checkedFile}, and
      * the generation figures a host reports to its listeners:
      * {@link io.backplane.spi.host.HostListener#responseSent} and
-     * {@link io.backplane.spi.host.ModelStatistics#generation()}.
+     * {@link io.backplane.spi.host.ModelStatistics#generation()}. Version 6 added the helpers for
+     * backends over an in-process engine ({@code io.backplane.spi.engine}: batching rows into one
+     * engine call and back, per-request errors, native state freed safely) and
+     * {@link io.backplane.spi.config.TensorConfig#modelDims()}.
      */
-    public static final int VERSION = 5;
+    public static final int VERSION = 6;
 
     /**
      * The oldest plugin SPI version this host still loads. A backend built against version 1

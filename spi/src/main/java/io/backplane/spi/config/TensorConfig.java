@@ -75,9 +75,24 @@ public final class TensorConfig {
         return dims;
     }
 
-    /** Shape the backend sees instead of {@link #dims()}, or null when none. Immutable. */
+    /**
+     * The config's {@code reshape}: the shape the backend sees instead of {@link #dims()}, or null
+     * when the config has none. Backends that only need the shape they receive call
+     * {@link #modelDims()}, which is never null. Immutable.
+     */
     public @Nullable List<Long> reshape() {
         return reshape;
+    }
+
+    /**
+     * The shape a backend receives, without the batch dimension: {@link #reshape()} when the config
+     * has one, else {@link #dims()}. Never null; immutable. The core reshapes each request's tensors
+     * to it before {@code execute}.
+     *
+     * @since SPI 6
+     */
+    public List<Long> modelDims() {
+        return reshape != null ? reshape : dims;
     }
 
     /** Whether a request may omit this input (always false for outputs). */

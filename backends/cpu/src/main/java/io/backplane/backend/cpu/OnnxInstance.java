@@ -11,12 +11,14 @@ import ai.onnxruntime.TensorInfo;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
 import io.backplane.spi.ErrorCode;
-import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.ModelInstance;
 import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.Tensor;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.config.TensorConfig;
+import io.backplane.spi.engine.BatchLayout;
+import io.backplane.spi.engine.NativeGuard;
+import io.backplane.spi.engine.RowBatch;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.reflect.Array;
@@ -24,7 +26,6 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -36,22 +37,23 @@ import org.slf4j.LoggerFactory;
 /**
  * One ONNX Runtime session executing batches.
  *
- * <p><b>Batching.</b> The requests of a batch are grouped by their non-batch shapes (and which
- * optional inputs they carry); each group runs as one ORT call. Inputs: a single request whose
- * tensor lives in native memory is handed to ORT in place; otherwise each input's rows are copied
- * once into one native buffer (an arena freed when the call ends). Outputs: ORT's result is copied
- * once to the heap, and each request gets a slice of that copy. When a group of several requests
- * fails inside ORT, each request is retried alone, so a bad request fails only itself.
+ * <p><b>Batching</b> is the SPI's ({@link BatchLayout}, {@link RowBatch}): the requests of a batch
+ * are checked and grouped by their non-batch shapes (and which optional inputs they carry); each
+ * group runs as one ORT call. Inputs: a single request whose tensor lives in native memory is
+ * handed to ORT in place; otherwise each input's rows are copied once into one native buffer (an
+ * arena freed when the call ends). Outputs: pre-sized ones ORT writes in place; others are copied
+ * once to the heap; each request gets a slice. When a group of several requests fails inside ORT,
+ * each request is retried alone, so a bad request fails only itself.
  *
- * <p><b>Close.</b> {@code close} may come from another thread while an abandoned {@code execute}
- * is still inside ORT; then it asks ORT to terminate the run and the executing thread releases the
- * session when ORT returns, never under its feet.
+ * <p><b>Close</b> goes through a {@link NativeGuard}: {@code close} may come from another thread
+ * while an abandoned {@code execute} is still inside ORT; then it asks ORT to terminate the run and
+ * the executing thread releases the session when ORT returns, never under its feet.
  */
 final class OnnxInstance implements ModelInstance {
     private static final Logger LOG = LoggerFactory.getLogger(OnnxInstance.class);
 
     private final ModelConfig config;
-    private final Layout layout;
+    private final BatchLayout layout;
     private final String where;
     private final OrtSession session;
     private final RunOptions runOptions;
@@ -59,14 +61,11 @@ final class OnnxInstance implements ModelInstance {
     private final Map<String, ShapeRule> presized;
     /** Cleared when ORT refused a pre-sized output (its shape did not follow the model's declared dimensions). */
     private volatile boolean presizeOutputs = true;
-    private final Object lock = new Object();
-    private boolean running;
-    private boolean closeRequested;
-    private boolean released;
+    private final NativeGuard guard;
 
     OnnxInstance(OnnxModel model, String where, OrtSession session) throws OrtException {
         this.config = requireNonNull(model, "model is null").config();
-        this.layout = new Layout(config);
+        this.layout = BatchLayout.of(config);
         this.where = requireNonNull(where, "where is null");
         this.session = requireNonNull(session, "session is null");
         RunOptions options;
@@ -94,6 +93,7 @@ final class OnnxInstance implements ModelInstance {
             throw e;
         }
         this.presized = rules;
+        this.guard = new NativeGuard(where, this::release).onInterrupt(this::terminate);
     }
 
     /**
@@ -173,111 +173,40 @@ final class OnnxInstance implements ModelInstance {
 
     @Override
     public void execute(List<ScheduledRequest> batch) {
-        synchronized (lock) {
-            if (closeRequested) {
-                throw BackplaneException.unavailable(where + " is closed");
-            }
-            running = true;
+        try (NativeGuard.Entry _ = guard.enter()) {
+            layout.execute(batch, this::runGroup);
         }
+    }
+
+    /** One ORT call for the group; an ORT failure of a lone request is INTERNAL, a wrong value INVALID_ARGUMENT, a close UNAVAILABLE. */
+    private Map<String, Tensor> runGroup(RowBatch group) throws OrtException {
         try {
-            executeOpen(batch);
-        } finally {
-            synchronized (lock) {
-                running = false;
-                if (closeRequested) {
-                    release();
-                }
+            return runOnce(group);
+        } catch (OrtException | IllegalStateException | IllegalArgumentException e) {
+            if (guard.isClosed()) {
+                // close() set ORT's terminate flag: the run was stopped on purpose, not by these requests
+                throw BackplaneException.unavailable(where + " was closed while this request ran");
             }
+            if (group.size() > 1 && e instanceof OrtException ort) {
+                throw ort; // the layout runs each request alone, so that a bad request fails only itself
+            }
+            throw new BackplaneException(e instanceof OrtException ? ErrorCode.INTERNAL : ErrorCode.INVALID_ARGUMENT,
+                    where + ": ONNX Runtime failed: " + e.getMessage(), e);
         }
     }
 
-    private void executeOpen(List<ScheduledRequest> batch) {
-        Map<Object, List<Item>> groups = new LinkedHashMap<>();
-        for (ScheduledRequest r : batch) {
-            if (r.sender().isClosed()) {
-                continue;
-            }
-            if (r.isCancelled()) {
-                end(r, InferenceResponse.error(new BackplaneException(ErrorCode.CANCELLED, "request " + r.id() + " to " + where
-                        + " was cancelled before it ran")));
-                continue;
-            }
-            Item item;
-            try {
-                item = Item.of(r, layout);
-            } catch (BackplaneException e) {
-                end(r, InferenceResponse.error(e));
-                continue;
-            }
-            // Without batching every request runs alone; with it, requests of equal shapes run together.
-            Object key = config.batches() ? item.key : item;
-            groups.computeIfAbsent(key, k -> new ArrayList<>()).add(item);
-        }
-        for (List<Item> group : groups.values()) {
-            runGroup(group);
-        }
-    }
-
-    private void runGroup(List<Item> group) {
-        Exception failure = null;
-        try {
-            runOnce(group);
-        } catch (OrtException | BackplaneException | IllegalStateException | IllegalArgumentException e) {
-            failure = e;
-        }
-        if (failure == null) {
-            return;
-        }
-        boolean closing;
-        synchronized (lock) {
-            closing = closeRequested;
-        }
-        if (closing) {
-            // close() set ORT's terminate flag: the run was stopped on purpose, not by these requests
-            BackplaneException error = BackplaneException.unavailable(where + " was closed while this request ran");
-            for (Item item : group) {
-                end(item.request, InferenceResponse.error(error));
-            }
-            return;
-        }
-        if (group.size() > 1 && failure instanceof OrtException) {
-            LOG.debug("{}: a batch of {} requests failed in ONNX Runtime; running each alone", where, group.size(), failure);
-            for (Item item : group) {
-                runGroup(List.of(item));
-            }
-            return;
-        }
-        BackplaneException error = failure instanceof BackplaneException be ? be
-                : new BackplaneException(failure instanceof OrtException ? ErrorCode.INTERNAL : ErrorCode.INVALID_ARGUMENT,
-                        where + ": ONNX Runtime failed: " + failure.getMessage(), failure);
-        for (Item item : group) {
-            end(item.request, InferenceResponse.error(error));
-        }
-    }
-
-    private void runOnce(List<Item> group) throws OrtException {
-        int rows = 0;
-        for (Item item : group) {
-            rows += item.rows;
-        }
+    private Map<String, Tensor> runOnce(RowBatch group) throws OrtException {
         Map<String, OnnxTensor> feeds = new LinkedHashMap<>();
         Map<String, OnnxTensor> pinned = new LinkedHashMap<>();
         Map<String, MemorySegment> pinnedMemory = new java.util.HashMap<>();
         try (Arena arena = Arena.ofConfined()) {
             try {
-                for (int k = 0; k < config.inputs().size(); k++) {
-                    if (group.getFirst().inputs[k] != null) {
-                        feeds.put(config.inputs().get(k).name(), feed(config.inputs().get(k), group, k, rows, arena));
+                for (TensorConfig input : config.inputs()) {
+                    if (group.has(input.name())) {
+                        feeds.put(input.name(), feed(input, group, arena));
                     }
                 }
-                Set<String> wanted = new LinkedHashSet<>();
-                for (Item item : group) {
-                    wanted.addAll(item.outputs);
-                }
-                List<List<Tensor>> answers = new ArrayList<>(group.size());
-                for (int i = 0; i < group.size(); i++) {
-                    answers.add(new ArrayList<>());
-                }
+                Set<String> wanted = group.outputs();
                 presize(feeds, wanted, pinned, pinnedMemory);
                 OrtSession.Result run;
                 try {
@@ -295,6 +224,7 @@ final class OnnxInstance implements ModelInstance {
                     LOG.info("{}: ONNX Runtime refused pre-sized outputs ({}); outputs are copied out of its memory from now on", where,
                             e.getMessage());
                 }
+                Map<String, Tensor> outputs = new LinkedHashMap<>();
                 try (OrtSession.Result result = run) {
                     for (TensorConfig out : config.outputs()) {
                         if (!wanted.contains(out.name())) {
@@ -303,17 +233,10 @@ final class OnnxInstance implements ModelInstance {
                         MemorySegment memory = pinnedMemory.get(out.name());
                         OnnxValue value = memory != null ? pinned.get(out.name()) : result.get(out.name()).orElseThrow(
                                 () -> BackplaneException.internal(where + ": ONNX Runtime returned no output '" + out.name() + "'"));
-                        List<Tensor> parts = split(out, value, memory, group, rows);
-                        for (int i = 0; i < group.size(); i++) {
-                            if (group.get(i).outputs.contains(out.name())) {
-                                answers.get(i).add(parts.get(i));
-                            }
-                        }
+                        outputs.put(out.name(), whole(out, value, memory));
                     }
                 }
-                for (int i = 0; i < group.size(); i++) {
-                    end(group.get(i).request, InferenceResponse.of(answers.get(i)));
-                }
+                return outputs;
             } finally {
                 closeAll(feeds);
                 closeAll(pinned);
@@ -370,48 +293,29 @@ final class OnnxInstance implements ModelInstance {
         return session.run(feeds, rest, pinned, runOptions);
     }
 
-    /** One ORT input tensor holding input {@code k} of every request in the group, rows in request order. */
-    private OnnxTensor feed(TensorConfig input, List<Item> group, int k, int rows, Arena arena) throws OrtException {
-        Tensor first = group.getFirst().inputs[k];
-        long[] shape = first.shape();
-        if (config.batches()) {
-            shape[0] = rows;
-        }
+    /** One ORT input tensor holding the input's rows of every request in the group, in request order. */
+    private OnnxTensor feed(TensorConfig input, RowBatch group, Arena arena) throws OrtException {
+        long[] shape = group.shape(input.name());
         if (input.dataType() == DataType.BYTES) {
-            List<String> strings = new ArrayList<>();
-            for (Item item : group) {
-                Tensor t = item.inputs[k];
-                List<byte[]> elements = t.toBytesList();
-                for (int e = 0; e < elements.size(); e++) {
-                    strings.add(Utf8.decode(elements.get(e), t.name(), e));
-                }
+            List<byte[]> elements = group.stackBytes(input.name());
+            String[] strings = new String[elements.size()];
+            for (int e = 0; e < strings.length; e++) {
+                strings[e] = Utf8.decode(elements.get(e), input.name(), e);
             }
-            return OnnxTensor.createTensor(Ort.environment(), strings.toArray(String[]::new), shape);
+            return OnnxTensor.createTensor(Ort.environment(), strings, shape);
         }
-        ByteBuffer buffer;
-        MemorySegment only = first.data();
-        if (group.size() == 1 && only.isNative() && only.address() % input.dataType().byteSize() == 0) {
-            buffer = only.asByteBuffer(); // in place: the request owns it until it is answered
-        } else {
-            long total = 0;
-            for (Item item : group) {
-                total += item.inputs[k].byteSize();
-            }
-            MemorySegment all = arena.allocate(total, 64);
-            long offset = 0;
-            for (Item item : group) {
-                MemorySegment data = item.inputs[k].data();
-                MemorySegment.copy(data, 0, all, offset, data.byteSize());
-                offset += data.byteSize();
-            }
-            buffer = all.asByteBuffer();
+        MemorySegment data = group.stack(input.name(), arena);
+        if (!data.isNative() || data.address() % input.dataType().byteSize() != 0) {
+            MemorySegment copy = arena.allocate(data.byteSize(), 64); // ORT reads native, aligned memory
+            MemorySegment.copy(data, 0, copy, 0, data.byteSize());
+            data = copy;
         }
-        return OrtTypes.create(Ort.environment(), buffer.order(ByteOrder.nativeOrder()), shape, input.dataType());
+        // a lone request's own memory is handed to ORT in place: the request owns it until it is answered
+        return OrtTypes.create(Ort.environment(), data.asByteBuffer().order(ByteOrder.nativeOrder()), shape, input.dataType());
     }
 
-    /** Output {@code out} cut back into one tensor per request of the group. */
-    private List<Tensor> split(TensorConfig out, OnnxValue value, @org.jspecify.annotations.Nullable MemorySegment presizedMemory, List<Item> group,
-            int rows) throws OrtException {
+    /** Output {@code out} of the whole group as one tensor, in memory that outlives the ORT result (the group cuts it per request). */
+    private Tensor whole(TensorConfig out, OnnxValue value, @org.jspecify.annotations.Nullable MemorySegment presizedMemory) throws OrtException {
         if (!(value instanceof OnnxTensor tensor)) {
             throw new BackplaneException(ErrorCode.UNSUPPORTED, where + ": output '" + out.name() + "' is a " + value.getType()
                     + ", not a tensor");
@@ -423,51 +327,18 @@ final class OnnxInstance implements ModelInstance {
             throw BackplaneException.internal(where + ": output '" + out.name() + "' came back as " + OrtTypes.onnxName(info.onnxType)
                     + " but the config says " + out.dataType().configName());
         }
-        if (config.batches() && (shape.length == 0 || shape[0] != rows)) {
-            throw BackplaneException.internal(where + ": output '" + out.name() + "' has shape " + Arrays.toString(shape)
-                    + " but the batch has " + rows + " rows; a batching model's outputs must keep the batch as first dimension");
-        }
-        long elements = Tensor.elementCount(out.name(), shape);
-        long perRow = config.batches() ? (rows == 0 ? 0 : elements / rows) : elements;
-        List<Tensor> parts = new ArrayList<>(group.size());
         if (type == DataType.BYTES) {
-            String[] flat = new String[Math.toIntExact(elements)];
+            String[] flat = new String[Math.toIntExact(Tensor.elementCount(out.name(), shape))];
             flatten(tensor.getValue(), flat, 0);
-            int offset = 0;
-            for (Item item : group) {
-                int n = Math.toIntExact(config.batches() ? perRow * item.rows : elements);
-                List<byte[]> bytes = new ArrayList<>(n);
-                for (int e = 0; e < n; e++) {
-                    bytes.add(flat[offset + e].getBytes(StandardCharsets.UTF_8));
-                }
-                offset += n;
-                parts.add(Tensor.ofBytes(out.name(), shapeFor(shape, item), bytes));
+            List<byte[]> bytes = new ArrayList<>(flat.length);
+            for (String e : flat) {
+                bytes.add(e.getBytes(StandardCharsets.UTF_8));
             }
-            return parts;
+            return Tensor.ofBytes(out.name(), shape, bytes);
         }
-        MemorySegment all;
-        if (presizedMemory != null) {
-            all = presizedMemory; // ORT wrote the output here: no copy
-        } else {
-            ByteBuffer copy = tensor.getByteBuffer(); // the one copy: ORT's memory is freed when the result closes
-            all = MemorySegment.ofArray(copy.array());
-        }
-        long rowBytes = perRow * type.byteSize();
-        long offset = 0;
-        for (Item item : group) {
-            long size = config.batches() ? rowBytes * item.rows : all.byteSize();
-            parts.add(Tensor.of(out.name(), type, shapeFor(shape, item), all.asSlice(offset, size)));
-            offset += size;
-        }
-        return parts;
-    }
-
-    private long[] shapeFor(long[] batchShape, Item item) {
-        long[] s = batchShape.clone();
-        if (config.batches()) {
-            s[0] = item.rows;
-        }
-        return s;
+        // ORT wrote a pre-sized output in place; otherwise the one copy: ORT's memory is freed when the result closes
+        MemorySegment all = presizedMemory != null ? presizedMemory : MemorySegment.ofArray(tensor.getByteBuffer().array());
+        return Tensor.of(out.name(), type, shape, all);
     }
 
     private static int flatten(Object value, String[] out, int at) {
@@ -483,199 +354,31 @@ final class OnnxInstance implements ModelInstance {
         return pos;
     }
 
-    private void end(ScheduledRequest request, InferenceResponse response) {
-        if (request.sender().isClosed()) {
-            return;
-        }
-        try {
-            request.sender().send(response, io.backplane.spi.ResponseSender.FINAL);
-        } catch (IllegalStateException e) {
-            LOG.debug("{}: request {} ended before its answer could be sent", where, request.id(), e);
-        }
-    }
-
     @Override
     public boolean isReady() {
-        synchronized (lock) {
-            return !closeRequested;
-        }
+        return !guard.isClosed();
     }
 
     @Override
     public void close() {
-        synchronized (lock) {
-            if (closeRequested) {
-                return;
-            }
-            closeRequested = true;
-            if (!running) {
-                release();
-                return;
-            }
-            try {
-                runOptions.setTerminate(true);
-            } catch (OrtException e) {
-                LOG.warn("{}: could not ask ONNX Runtime to stop the running batch", where, e);
-            }
-            LOG.warn("{}: closed while a batch is still inside ONNX Runtime; the session is released when it returns", where);
-        }
+        guard.close();
     }
 
-    /** Frees the session; called once, under the lock, when no run is in flight. */
-    private void release() {
-        if (released) {
-            return;
+    /** Asks ORT to stop the batch still running when {@code close} comes; the guard then frees the session when it returns. */
+    private void terminate() {
+        try {
+            runOptions.setTerminate(true);
+        } catch (OrtException e) {
+            LOG.warn("{}: could not ask ONNX Runtime to stop the running batch", where, e);
         }
-        released = true;
+        LOG.warn("{}: closed while a batch is still inside ONNX Runtime; the session is released when it returns", where);
+    }
+
+    /** Frees the session; the guard calls it once, when no run is in flight. */
+    private void release() {
         runOptions.close();
         OnnxModel.closeSession(session, where);
         LOG.debug("{}: session released", where);
-    }
-
-    /** The config, precomputed for checking requests without allocating per lookup. */
-    static final class Layout {
-        final ModelConfig config;
-        final Map<String, Integer> inputIndex = new java.util.HashMap<>();
-        final long[][] dims;
-        final Set<String> allOutputs;
-
-        Layout(ModelConfig config) {
-            this.config = config;
-            dims = new long[config.inputs().size()][];
-            for (int k = 0; k < dims.length; k++) {
-                TensorConfig tc = config.inputs().get(k);
-                inputIndex.put(tc.name(), k);
-                dims[k] = (tc.reshape() != null ? tc.reshape() : tc.dims()).stream().mapToLong(Long::longValue).toArray();
-            }
-            Set<String> all = new LinkedHashSet<>();
-            config.outputs().forEach(o -> all.add(o.name()));
-            allOutputs = java.util.Collections.unmodifiableSet(all);
-        }
-    }
-
-    /** The grouping key of a request: the non-batch dimensions of each input in config order, -2 for an absent optional input. */
-    record ShapeKey(long[] dims) {
-        @Override
-        public boolean equals(Object o) {
-            return o instanceof ShapeKey k && Arrays.equals(dims, k.dims);
-        }
-
-        @Override
-        public int hashCode() {
-            return Arrays.hashCode(dims);
-        }
-
-        @Override
-        public String toString() {
-            return Arrays.toString(dims);
-        }
-    }
-
-    /** A request checked against the config: its inputs in config order, its rows and its shape key. */
-    private static final class Item {
-        final ScheduledRequest request;
-        final Tensor[] inputs;
-        final int rows;
-        final ShapeKey key;
-        final Set<String> outputs;
-
-        private Item(ScheduledRequest request, Tensor[] inputs, int rows, ShapeKey key, Set<String> outputs) {
-            this.request = request;
-            this.inputs = inputs;
-            this.rows = rows;
-            this.key = key;
-            this.outputs = outputs;
-        }
-
-        static Item of(ScheduledRequest r, Layout layout) {
-            ModelConfig config = layout.config;
-            var req = r.request();
-            Tensor[] inputs = new Tensor[layout.dims.length];
-            int batchDims = config.batches() ? 1 : 0;
-            int keyLength = 0;
-            for (Tensor t : req.inputs()) {
-                Integer k = layout.inputIndex.get(t.name());
-                if (k == null) {
-                    throw BackplaneException.invalid(who(config) + " has input '" + t.name() + "', which the model does not have; its inputs are "
-                            + config.inputs().stream().map(TensorConfig::name).toList());
-                }
-                inputs[k] = t;
-                keyLength += t.rank() - batchDims;
-            }
-            long[] key = new long[keyLength + inputs.length];
-            int at = 0;
-            int rows = -1;
-            String rowsFrom = "";
-            for (int k = 0; k < inputs.length; k++) {
-                TensorConfig tc = config.inputs().get(k);
-                Tensor t = inputs[k];
-                if (t == null) {
-                    if (!tc.optional()) {
-                        throw BackplaneException.invalid(who(config) + " lacks input '" + tc.name() + "' (" + tc.dataType().protocolName()
-                                + ", dims " + dims(config, tc) + ")");
-                    }
-                    key[at++] = -2;
-                    continue;
-                }
-                if (t.memoryType() == io.backplane.spi.MemoryType.GPU) {
-                    throw BackplaneException.invalid(who(config) + ": input '" + t.name() + "' is in GPU memory; the cpu backend needs host memory");
-                }
-                if (t.dataType() != tc.dataType()) {
-                    throw BackplaneException.invalid(who(config) + ": input '" + t.name() + "' is " + t.dataType().protocolName()
-                            + " but the model expects " + tc.dataType().protocolName());
-                }
-                long[] want = layout.dims[k];
-                if (t.rank() != want.length + batchDims) {
-                    throw BackplaneException.invalid(who(config) + ": input '" + t.name() + "' has shape " + Arrays.toString(t.shape())
-                            + " but the model expects " + dims(config, tc) + " (rank " + (want.length + batchDims) + ")");
-                }
-                for (int d = 0; d < want.length; d++) {
-                    long got = t.dim(d + batchDims);
-                    if (want[d] != -1 && got != want[d]) {
-                        throw BackplaneException.invalid(who(config) + ": input '" + t.name() + "' has shape " + Arrays.toString(t.shape())
-                                + " but the model expects " + dims(config, tc));
-                    }
-                    key[at++] = got;
-                }
-                key[at++] = -1; // separator
-                if (batchDims == 1) {
-                    long n = t.dim(0);
-                    if (n < 1 || n > config.maxBatchSize()) {
-                        throw BackplaneException.invalid(who(config) + ": input '" + t.name() + "' has batch dimension " + n
-                                + "; it must be between 1 and max_batch_size " + config.maxBatchSize());
-                    }
-                    if (rows == -1) {
-                        rows = (int) n;
-                        rowsFrom = t.name();
-                    } else if (rows != n) {
-                        throw BackplaneException.invalid(who(config) + ": input '" + t.name() + "' has batch dimension " + n + " but '"
-                                + rowsFrom + "' has " + rows + "; all inputs of a request need the same batch size");
-                    }
-                }
-            }
-            Set<String> outputs;
-            if (req.requestedOutputs().isEmpty()) {
-                outputs = layout.allOutputs;
-            } else {
-                outputs = new LinkedHashSet<>();
-                for (String name : req.requestedOutputs()) {
-                    if (!layout.allOutputs.contains(name)) {
-                        throw BackplaneException.invalid(who(config) + " asks for output '" + name + "', which the model does not have; its outputs are "
-                                + layout.allOutputs);
-                    }
-                    outputs.add(name);
-                }
-            }
-            return new Item(r, inputs, Math.max(1, rows), new ShapeKey(key), outputs);
-        }
-
-        private static String who(ModelConfig config) {
-            return "request to model '" + config.name() + "'";
-        }
-
-        private static String dims(ModelConfig config, TensorConfig tc) {
-            return (config.batches() ? "[batch] + " : "") + (tc.reshape() != null ? tc.reshape() : tc.dims());
-        }
     }
 
     /** Strict UTF-8: ORT's Java API carries strings as Java Strings, so BYTES elements must be text. */
