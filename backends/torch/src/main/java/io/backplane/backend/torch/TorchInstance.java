@@ -10,34 +10,33 @@ import ai.djl.pytorch.jni.JniUtils;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
 import io.backplane.spi.ErrorCode;
-import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.ModelInstance;
 import io.backplane.spi.ScheduledRequest;
 import io.backplane.spi.Tensor;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.config.TensorConfig;
+import io.backplane.spi.engine.BatchLayout;
+import io.backplane.spi.engine.NativeGuard;
+import io.backplane.spi.engine.RowBatch;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteOrder;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
+import java.util.Set;
 
 /**
- * One instance: its own TorchScript module on its own DJL manager. {@code execute} groups the batch's
- * requests by their non-batch shapes, stacks each group's rows into one forward() call (when the
- * model batches), and splits every output back by rows; when a group of several requests fails,
- * each runs again alone so that one bad request fails only itself. The module is freed by the
- * guard only after the last execute left native code, so a close racing an abandoned execute never
- * frees it under libtorch.
+ * One instance: its own TorchScript module on its own DJL manager. {@code execute} hands the batch to
+ * the SPI's {@link BatchLayout}: requests of equal non-batch shapes form one {@link RowBatch}, whose
+ * rows are stacked into one forward() call (when the model batches) and whose outputs are split
+ * back by rows; when a group of several requests fails, each runs again alone so that one bad
+ * request fails only itself. A {@link NativeGuard} frees the module only after the last execute
+ * left native code, so a close racing an abandoned execute never frees it under libtorch.
  */
 final class TorchInstance implements ModelInstance {
-    private static final Logger LOG = LoggerFactory.getLogger(TorchInstance.class);
 
     private final String model;
     private final ModelConfig config;
@@ -45,7 +44,8 @@ final class TorchInstance implements ModelInstance {
     private final TorchSettings settings;
     private final PtNDManager manager;
     private final PtSymbolBlock module;
-    private final ModuleGuard guard;
+    private final BatchLayout layout;
+    private final NativeGuard guard;
 
     private TorchInstance(String model, ModelConfig config, Bindings bindings, TorchSettings settings, PtNDManager manager, PtSymbolBlock module) {
         this.model = model;
@@ -54,7 +54,8 @@ final class TorchInstance implements ModelInstance {
         this.settings = settings;
         this.manager = manager;
         this.module = module;
-        this.guard = new ModuleGuard(() -> {
+        this.layout = BatchLayout.of(config);
+        this.guard = new NativeGuard("model '" + model + "' instance", () -> {
             module.close();
             manager.close();
         });
@@ -75,80 +76,33 @@ final class TorchInstance implements ModelInstance {
 
     @Override
     public void execute(List<ScheduledRequest> batch) {
-        if (!guard.enter()) {
-            for (ScheduledRequest r : batch) {
-                r.sender().sendError(BackplaneException.unavailable("model '" + model + "' instance is closed"));
-            }
-            return;
-        }
-        try {
-            for (List<ScheduledRequest> group : group(batch)) {
-                runIsolated(group);
-            }
-        } finally {
-            guard.exit();
+        try (NativeGuard.Entry _ = guard.enter()) {
+            layout.execute(batch, this::runGroup);
         }
     }
 
-    /** Requests of equal non-batch input shapes run together when the model batches; each alone otherwise. */
-    private List<List<ScheduledRequest>> group(List<ScheduledRequest> batch) {
-        Map<List<Object>, List<ScheduledRequest>> groups = new LinkedHashMap<>();
-        int solo = 0;
-        for (ScheduledRequest r : batch) {
-            if (r.isCancelled()) {
-                r.sender().sendError(new BackplaneException(ErrorCode.CANCELLED, "request " + r.id() + " to model '" + model
-                        + "' was cancelled before it ran"));
-                continue;
-            }
-            List<Object> key = new ArrayList<>();
-            if (config.batches()) {
-                for (TensorConfig t : bindings.inputs()) {
-                    Tensor in = r.request().input(t.name());
-                    long[] s = in == null ? new long[0] : in.shape();
-                    key.add(t.name());
-                    key.add(Arrays.stream(s, Math.min(1, s.length), s.length).boxed().toList());
-                }
-            } else {
-                key.add(solo++);
-            }
-            groups.computeIfAbsent(key, k -> new ArrayList<>()).add(r);
-        }
-        return List.copyOf(groups.values());
-    }
-
-    private void runIsolated(List<ScheduledRequest> group) {
+    /** One forward() for the group; a libtorch failure of a lone request is INTERNAL naming the request, a close UNAVAILABLE. */
+    private Map<String, Tensor> runGroup(RowBatch group) {
         try {
-            run(group);
+            return runOnce(group);
+        } catch (BackplaneException e) {
+            throw e;
         } catch (RuntimeException e) {
             if (group.size() > 1) {
-                LOG.debug("model '{}': a group of {} requests failed ({}); each runs alone", model, group.size(), e.toString());
-                for (ScheduledRequest r : group) {
-                    runIsolated(List.of(r));
-                }
-                return;
+                throw e; // the layout runs each request alone, so that a bad request fails only itself
             }
-            ScheduledRequest r = group.getFirst();
-            if (!r.sender().isClosed()) {
-                r.sender().sendError(e instanceof BackplaneException b ? b
-                        : new BackplaneException(ErrorCode.INTERNAL, "model '" + model + "' forward() failed for request " + r.id() + ": "
-                                + firstLine(e), e));
-            }
+            throw new BackplaneException(ErrorCode.INTERNAL, "model '" + model + "' forward() failed for request " + group.request(0).id()
+                    + ": " + firstLine(e), e);
         }
     }
 
-    private void run(List<ScheduledRequest> group) {
-        int[] rows = new int[group.size()];
-        int total = 0;
-        for (int i = 0; i < rows.length; i++) {
-            rows[i] = config.batches() ? group.get(i).batchSize() : 1;
-            total += rows[i];
-        }
+    private Map<String, Tensor> runOnce(RowBatch group) {
         List<IValue> values = new ArrayList<>();
         try (PtNDManager nd = (PtNDManager) manager.newSubManager(); Arena arena = Arena.ofConfined()) {
             List<TensorConfig> ins = bindings.inputs();
             IValue[] args = new IValue[ins.size()];
             for (int p = 0; p < ins.size(); p++) {
-                args[p] = track(values, IValue.from(input(nd, arena, group, ins.get(p), total)));
+                args[p] = track(values, IValue.from(input(nd, arena, group, ins.get(p))));
             }
             JniUtils.setGraphExecutorOptimize(settings.optimizedExecution()); // thread-local in libtorch: set where forward() runs
             if (settings.intraOpThreads() > 0) {
@@ -170,29 +124,23 @@ final class TorchInstance implements ModelInstance {
                 throw new BackplaneException(ErrorCode.INTERNAL, "model '" + model + "': forward() returned " + result.getType()
                         + "; the pytorch backend serves a tensor, or a tuple or list of tensors");
             }
+            Map<String, Tensor> out = new LinkedHashMap<>();
             List<TensorConfig> outs = config.outputs();
-            List<List<Tensor>> perRequest = new ArrayList<>();
-            for (int i = 0; i < group.size(); i++) {
-                perRequest.add(new ArrayList<>());
-            }
+            Set<String> wanted = group.outputs();
             for (int o = 0; o < outs.size(); o++) {
                 TensorConfig oc = outs.get(o);
+                if (!wanted.contains(oc.name())) {
+                    continue;
+                }
                 int e = bindings.outputs()[o];
                 if (e >= elements.size() || !elements.get(e).isTensor()) {
                     throw new BackplaneException(ErrorCode.INTERNAL, "model '" + model + "': output '" + oc.name() + "' is element " + e
                             + " of forward()'s result, which has " + elements.size() + (elements.size() == 1 ? " element" : " elements")
                             + " (" + result.getType() + "); fix the output names or the model");
                 }
-                PtNDArray t = elements.get(e).toTensor(nd);
-                split(oc, t, group, rows, total, perRequest);
+                out.put(oc.name(), output(oc, elements.get(e).toTensor(nd), group.rows()));
             }
-            for (int i = 0; i < group.size(); i++) {
-                ScheduledRequest r = group.get(i);
-                List<String> asked = r.request().requestedOutputs();
-                List<Tensor> send = asked.isEmpty() ? perRequest.get(i)
-                        : perRequest.get(i).stream().filter(t -> asked.contains(t.name())).toList();
-                r.sender().sendFinal(InferenceResponse.of(send));
-            }
+            return out;
         } finally {
             for (IValue v : values.reversed()) {
                 v.close();
@@ -205,55 +153,31 @@ final class TorchInstance implements ModelInstance {
         return v;
     }
 
-    /** The group's rows of one input as a libtorch tensor over memory that lives until {@code arena} closes. */
-    private PtNDArray input(PtNDManager nd, Arena arena, List<ScheduledRequest> group, TensorConfig tc, int total) {
-        long bytes = 0;
-        long[] first = null;
-        for (ScheduledRequest r : group) {
-            Tensor t = r.request().input(tc.name());
-            if (t == null) {
-                throw BackplaneException.invalid("model '" + model + "' needs input '" + tc.name() + "' for forward(), which request " + r.id()
-                        + " does not have");
-            }
-            if (first == null) {
-                first = t.shape();
-            }
-            bytes += t.byteSize();
+    /** The group's rows of one input as a libtorch tensor over memory that lives until {@code arena} closes (or the request is answered). */
+    private PtNDArray input(PtNDManager nd, Arena arena, RowBatch group, TensorConfig tc) {
+        if (!group.has(tc.name())) {
+            throw BackplaneException.invalid("model '" + model + "' needs input '" + tc.name() + "' for forward(), which request "
+                    + group.request(0).id() + " does not have");
         }
-        MemorySegment data;
-        Tensor only = group.getFirst().request().input(tc.name());
-        if (group.size() == 1 && only.data().isNative() && only.data().address() % 8 == 0) {
-            data = only.data();
-        } else {
-            data = arena.allocate(Math.max(bytes, 1), 64);
-            long at = 0;
-            for (ScheduledRequest r : group) {
-                MemorySegment src = r.request().input(tc.name()).data();
-                MemorySegment.copy(src, 0, data, at, src.byteSize());
-                at += src.byteSize();
-            }
-        }
-        long[] shape = first.clone();
-        if (config.batches()) {
-            shape[0] = total;
-        }
+        MemorySegment data = group.stack(tc.name(), arena);
+        long[] shape = group.shape(tc.name());
         if (tc.reshape() != null) {
             List<Long> re = tc.reshape();
             long[] s = new long[re.size() + (config.batches() ? 1 : 0)];
             int k = 0;
             if (config.batches()) {
-                s[k++] = total;
+                s[k++] = group.rows();
             }
             for (long d : re) {
                 s[k++] = d;
             }
             shape = s;
         }
-        ai.djl.ndarray.types.DataType type = TorchTypes.toDjl(tc.dataType());
-        return nd.create(data.asSlice(0, bytes).asByteBuffer().order(ByteOrder.nativeOrder()), new Shape(shape), type);
+        return nd.create(data.asByteBuffer().order(ByteOrder.LITTLE_ENDIAN), new Shape(shape), TorchTypes.toDjl(tc.dataType()));
     }
 
-    private void split(TensorConfig oc, PtNDArray t, List<ScheduledRequest> group, int[] rows, int total, List<List<Tensor>> perRequest) {
+    /** An output copied out of libtorch (the group's answers outlive its tensors), checked against the config's type. */
+    private Tensor output(TensorConfig oc, PtNDArray t, int rows) {
         DataType type = TorchTypes.fromDjl(t.getDataType());
         if (type != oc.dataType()) {
             throw new BackplaneException(ErrorCode.INTERNAL, "model '" + model + "': output '" + oc.name() + "' is " + t.getDataType()
@@ -261,22 +185,7 @@ final class TorchInstance implements ModelInstance {
                             : "TYPE_" + type.name()) + " for it");
         }
         long[] shape = t.getShape().getShape();
-        byte[] bytes = t.toByteArray();
-        if (!config.batches()) {
-            perRequest.getFirst().add(Tensor.ofRaw(oc.name(), type, outShape(oc, shape, -1), bytes));
-            return;
-        }
-        if (shape.length == 0 || shape[0] != total) {
-            throw new BackplaneException(ErrorCode.INTERNAL, "model '" + model + "': output '" + oc.name() + "' has shape " + Arrays.toString(shape)
-                    + " but the batch had " + total + " rows; a batching model's outputs keep the batch dimension first");
-        }
-        long rowBytes = bytes.length / Math.max(total, 1);
-        int at = 0;
-        for (int i = 0; i < group.size(); i++) {
-            byte[] part = Arrays.copyOfRange(bytes, at, at + (int) (rowBytes * rows[i]));
-            at += part.length;
-            perRequest.get(i).add(Tensor.ofRaw(oc.name(), type, outShape(oc, shape, rows[i]), part));
-        }
+        return Tensor.ofRaw(oc.name(), type, outShape(oc, shape, config.batches() ? rows : -1), t.toByteArray());
     }
 
     /** The shape a client sees: the model's, its batch dimension replaced by the request's rows; config dims where the output is reshaped. */
@@ -309,49 +218,5 @@ final class TorchInstance implements ModelInstance {
     @Override
     public void close() {
         guard.close();
-    }
-
-    /** Frees the module once closed and no execute is inside native code (stand-in for the SPI's NativeGuard). */
-    static final class ModuleGuard {
-        private final Runnable release;
-        private int open;
-        private boolean closed;
-        private boolean released;
-
-        ModuleGuard(Runnable release) {
-            this.release = release;
-        }
-
-        synchronized boolean enter() {
-            if (closed) {
-                return false;
-            }
-            open++;
-            return true;
-        }
-
-        void exit() {
-            boolean now;
-            synchronized (this) {
-                open--;
-                now = closed && open == 0 && !released;
-                released |= now;
-            }
-            if (now) {
-                release.run();
-            }
-        }
-
-        void close() {
-            boolean now;
-            synchronized (this) {
-                closed = true;
-                now = open == 0 && !released;
-                released |= now;
-            }
-            if (now) {
-                release.run();
-            }
-        }
     }
 }
