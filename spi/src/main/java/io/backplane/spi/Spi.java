@@ -30,7 +30,7 @@ public final class Spi {
 
     /**
      * The manifest attribute that carries the SPI version a plugin jar was built against
-     * ({@code Backplane-SPI-Version: 5}). The spi jar's own manifest carries its version under the
+     * ({@code Backplane-SPI-Version: 6}). The spi jar's own manifest carries its version under the
      * same name; Backplane's build and archetype write it into every plugin jar. The host reads it
      * from the jar that holds a plugin's factory class when the factory does not report a version
      * itself, and assumes {@link #OLDEST_SUPPORTED_VERSION} (with a warning) when neither says.

@@ -13,6 +13,7 @@ import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.InstanceKind;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.host.RequestHandle;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -71,6 +72,11 @@ public abstract class BackendConformanceTest {
         }
 
         @Override
+        public @Nullable Path pluginDirectory() {
+            return BackendConformanceTest.this.pluginDirectory();
+        }
+
+        @Override
         public Duration unloadTimeout() {
             return BackendConformanceTest.this.unloadTimeout();
         }
@@ -93,8 +99,32 @@ public abstract class BackendConformanceTest {
 
     // ---- what the backend author provides ----
 
-    /** The backend under test: a new factory per call (one host per test). */
+    /**
+     * The backend under test: a new factory per call (one host per test). With a
+     * {@link #pluginDirectory()}, only its {@link BackendFactory#name()} is used: the kit takes the
+     * factory of that name from the directory.
+     */
     protected abstract BackendFactory backend();
+
+    /** The system property that names the packaged plugin directory (see {@link #pluginDirectory()}). */
+    public static final String PLUGIN_DIRECTORY_PROPERTY = "backplane.plugin.directory";
+
+    /**
+     * The packaged plugin directory to test, loaded exactly as {@code backplane serve} loads each
+     * folder of its backends directory: the jars in it and in its {@code lib/}, in a class loader of
+     * their own that sees only the JDK, the SPI and SLF4J from the host. A jar missing from
+     * {@code lib/}, a wrong services file or a class that leaks the host's class path then fails here
+     * instead of at serve time. The kit takes the factory named as {@link #backend()}'s.
+     *
+     * <p>Default: the directory the system property {@value #PLUGIN_DIRECTORY_PROPERTY} names, else
+     * null: the kit then registers {@link #backend()} in code. A plugin directory exists only after
+     * {@code package}, so run the test in Maven's {@code integration-test} phase (failsafe, a class
+     * named {@code *IT}) with the property set, as the archetype's project does.
+     */
+    protected @Nullable Path pluginDirectory() {
+        String dir = System.getProperty(PLUGIN_DIRECTORY_PROPERTY);
+        return dir == null || dir.isBlank() ? null : Path.of(dir);
+    }
 
     /** A model the backend loads, how to make a valid request for it and how to check the answer. */
     protected abstract ConformanceModel model();

@@ -4,6 +4,8 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 import io.backplane.core.BackplaneHost;
 import io.backplane.core.ModelControlMode;
+import io.backplane.core.plugin.PluginClassLoader;
+import io.backplane.core.plugin.PluginManager;
 import io.backplane.spi.BackendFactory;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.InferenceRequest;
@@ -11,6 +13,7 @@ import io.backplane.spi.Tensor;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.InstanceKind;
 import io.backplane.spi.config.ModelConfig;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -47,6 +50,8 @@ final class ConformanceRun {
     interface Hooks {
         BackendFactory backend();
 
+        @Nullable Path pluginDirectory();
+
         Duration unloadTimeout();
 
         Duration answerTimeout();
@@ -59,6 +64,7 @@ final class ConformanceRun {
     private static final Set<String> JDK_THREADS = Set.of("process reaper", "Common-Cleaner", "Attach Listener", "Signal Dispatcher");
 
     private final Hooks hooks;
+    private @Nullable PluginClassLoader plugin;
     private @Nullable Probe probe;
     private @Nullable BackplaneHost host;
     private Set<Thread> threadsBefore = Set.of();
@@ -95,6 +101,36 @@ final class ConformanceRun {
         caps = Collections.unmodifiableSet(Capability.closure(java.util.Objects.requireNonNull(declared.get(), "capabilities() returned null")));
         BackendFactory f = hooks.backend();
         backendName = f.name();
+        Path dir = hooks.pluginDirectory();
+        if (dir != null) {
+            try {
+                plugin = PluginManager.openDirectory(dir, ConformanceRun.class.getClassLoader());
+            } catch (BackplaneException e) {
+                fail(e.getMessage());
+            }
+            factory(); // fails now, with what the directory holds, when the backend is not there
+        }
+    }
+
+    /**
+     * A fresh factory of the backend under test: from the packaged plugin directory, loaded as the
+     * server loads it, when the test names one; else the one {@code backend()} registers in code.
+     */
+    BackendFactory factory() {
+        PluginClassLoader loader = plugin;
+        if (loader == null) {
+            return hooks.backend();
+        }
+        List<BackendFactory> found = PluginManager.backendFactories(loader);
+        for (BackendFactory f : found) {
+            if (f.name().equals(backendName)) {
+                return f;
+            }
+        }
+        fail("plugin directory " + hooks.pluginDirectory() + " provides no backend named '" + backendName + "' (it provides "
+                + found.stream().map(BackendFactory::name).toList() + "): check its jar's META-INF/services/io.backplane.spi.BackendFactory"
+                + " and that lib/ holds every dependency");
+        throw new AssertionError("unreachable");
     }
 
     /** After each test: closes the host, checks hygiene, and fails with what was not reported yet. */
@@ -109,6 +145,22 @@ final class ConformanceRun {
     }
 
     void closeAndCheckHygiene() {
+        try {
+            closeHostAndCheck();
+        } finally {
+            PluginClassLoader loader = plugin;
+            plugin = null;
+            if (loader != null) {
+                try {
+                    loader.close();
+                } catch (java.io.IOException e) {
+                    violation(Invariant.L10, "closing the plugin class loader of " + hooks.pluginDirectory() + " failed: " + e);
+                }
+            }
+        }
+    }
+
+    private void closeHostAndCheck() {
         BackplaneHost h = host;
         if (h == null) {
             return;
@@ -175,7 +227,7 @@ final class ConformanceRun {
         Probe p = new Probe(conformance, names);
         p.gate(gate);
         probe = p;
-        BackplaneHost.Builder b = BackplaneHost.builder().backend(p.wrap(hooks.backend())).batcher(new GateBatcher.Factory(gateBatch))
+        BackplaneHost.Builder b = BackplaneHost.builder().backend(p.wrap(factory())).batcher(new GateBatcher.Factory(gateBatch))
                 .modelControlMode(ModelControlMode.EXPLICIT).unloadTimeout(hooks.unloadTimeout())
                 .restartBackoff(Duration.ofMillis(10), Duration.ofMillis(200));
         for (ModelConfig m : configs) {
@@ -187,9 +239,23 @@ final class ConformanceRun {
         try {
             host = b.build();
         } catch (BackplaneException e) {
-            failNow(Invariant.L9, "the host could not load model(s) " + load + " with backend '" + backendName + "': " + e.getMessage());
+            failNow(Invariant.LOAD, "backend '" + backendName + "' could not load model(s) " + load + ": " + e.getMessage() + origin(e));
         }
         return host();
+    }
+
+    /** Where an unexpected exception behind a failed load was thrown (a bug in the backend, not a refusal), e.g. " (NullPointerException at X.java:12)". */
+    private static String origin(Throwable e) {
+        Throwable root = e;
+        while (root.getCause() != null && root.getCause() != root) {
+            root = root.getCause();
+        }
+        if (root instanceof BackplaneException || root.getStackTrace().length == 0) {
+            return "";
+        }
+        StackTraceElement top = root.getStackTrace()[0];
+        return " (" + root.getClass().getSimpleName() + " at " + top.getClassName() + "." + top.getMethodName() + "(" + top.getFileName() + ":"
+                + top.getLineNumber() + "))";
     }
 
     BackplaneHost host() {

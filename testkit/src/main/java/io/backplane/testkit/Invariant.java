@@ -16,6 +16,12 @@ public enum Invariant {
     L9("reload"),
     L10("shutdown"),
     B6("cancellation"),
+    /**
+     * The backend could not load the conformance model at all (not a reload): its
+     * {@code createBackend}, {@code loadModel} or {@code createInstance} threw. The message carries
+     * the backend's own error and, for an unexpected exception, where it was thrown.
+     */
+    LOAD("first load"),
     /** The declared {@link Capability capabilities} contradict the config or the behaviour. */
     CAPABILITIES("declared capabilities");
 
@@ -31,6 +37,6 @@ public enum Invariant {
 
     /** {@code "[L2 sender state]"}. */
     public String label() {
-        return "[" + (this == CAPABILITIES ? "" : name() + " ") + title + "]";
+        return "[" + (this == CAPABILITIES || this == LOAD ? "" : name() + " ") + title + "]";
     }
 }

@@ -125,6 +125,33 @@ public final class PluginManager implements AutoCloseable, BackendCatalog {
         }
     }
 
+    /**
+     * Opens one plugin directory exactly as a host opens each sub-folder of its backends directory:
+     * the jars in {@code dir} and in {@code dir/lib}, in a {@link PluginClassLoader} of their own
+     * whose parent is the platform class loader (only the SPI, SLF4J and JSpecify come from
+     * {@code hostLoader}). The conformance kit loads a packaged backend through it. The caller closes
+     * the loader.
+     *
+     * @throws BackplaneException INVALID_ARGUMENT when {@code dir} is not a directory or holds no jar
+     */
+    public static PluginClassLoader openDirectory(Path dir, ClassLoader hostLoader) {
+        if (!Files.isDirectory(dir)) {
+            throw BackplaneException.invalid("plugin directory '" + dir + "' does not exist or is not a directory; it is made when the"
+                    + " plugin is packaged (mvn package, or verify)");
+        }
+        List<URL> jars = jarsIn(dir);
+        if (jars.isEmpty()) {
+            throw BackplaneException.invalid("plugin directory '" + dir + "' has no jars; it should hold the plugin's jar and lib/ with its"
+                    + " dependencies");
+        }
+        return new PluginClassLoader(dir.getFileName().toString(), jars, hostLoader);
+    }
+
+    /** The backend factories that {@code loader} itself defines, found through its services files as the host finds them. */
+    public static List<BackendFactory> backendFactories(PluginClassLoader loader) {
+        return load(BackendFactory.class, loader, "plugin directory " + loader.pluginName());
+    }
+
     private static List<URL> jarsIn(Path dir) {
         List<URL> urls = new ArrayList<>();
         for (Path d : List.of(dir, dir.resolve("lib"))) {

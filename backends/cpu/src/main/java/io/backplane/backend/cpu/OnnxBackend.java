@@ -164,7 +164,25 @@ final class OnnxBackend implements Backend {
             return Ort.environment().createSession(file.toString(), options);
         } catch (OrtException e) {
             throw new BackplaneException(ErrorCode.INVALID_ARGUMENT, where + ": ONNX Runtime " + Ort.version() + " cannot load " + file
-                    + " as an ONNX model: " + e.getMessage(), e);
+                    + " as an ONNX model: " + e.getMessage() + irAdvice(String.valueOf(e.getMessage())), e);
         }
+    }
+
+    private static final java.util.regex.Pattern IR_REFUSAL = java.util.regex.Pattern.compile(
+            "Unsupported model IR version: (\\d+), max supported IR version: (\\d+)");
+
+    /**
+     * What to do about ORT's refusal of a newer IR version: the {@code onnx} package writes its newest
+     * IR version by default (1.23 writes 14) before any ONNX Runtime reads it; a model that uses none
+     * of the newer IR's additions loads once saved with the older number.
+     */
+    static String irAdvice(String ortMessage) {
+        java.util.regex.Matcher m = IR_REFUSAL.matcher(ortMessage);
+        if (!m.find()) {
+            return "";
+        }
+        return ". ONNX Runtime " + Ort.version() + " reads IR versions up to " + m.group(2) + "; save the model with ir_version "
+                + m.group(2) + " (in Python: onnx.helper.make_model(graph, ir_version=" + m.group(2) + "), or set model.ir_version = " + m.group(2)
+                + " before onnx.save when it uses no newer IR feature), or export it with an opset that IR version " + m.group(2) + " covers";
     }
 }

@@ -23,7 +23,7 @@ import org.jspecify.annotations.Nullable;
  * Maps Backplane {@link DataType}s to ONNX element types and creates ONNX Runtime tensors over
  * direct buffers without copying.
  *
- * <p>ONNX Runtime's Java API (1.23) cannot create UINT16, UINT32 or UINT64 tensors: its
+ * <p>ONNX Runtime's Java API (1.29) cannot create UINT16, UINT32 or UINT64 tensors: its
  * {@link OnnxJavaType} has no unsigned types wider than a byte, although the native runtime
  * supports them and the Java API reads them back (as INT16/32/64 bits). For those three types
  * this class calls the package-private constructor path the public factories use, by

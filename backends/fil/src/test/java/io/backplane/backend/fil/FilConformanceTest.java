@@ -21,7 +21,9 @@ import ml.dmlc.xgboost4j.java.XGBoostError;
  * The fil backend passes the conformance kit with an XGBoost binary classifier trained here
  * (xgboost_json, predict_proba): each request carries its own row, and its answer must be
  * xgboost4j's own [1-p, p] for that row. The failing request sends a row of one feature too many
- * (input__0 declares dims [-1], so only the backend can tell).
+ * (input__0 declares dims [-1], so only the backend can tell). It runs in integration-test on the
+ * packaged plugin directory target/plugin/fil/ (system property backplane.plugin.directory, set by
+ * failsafe), loaded as the server loads it: its own class loader, xgboost4j and lightgbm4j from lib/.
  */
 class FilConformanceTest extends BackendConformanceTest {
     private static Booster booster;
