@@ -240,6 +240,11 @@ final class ServeCommand implements Callable<Integer> {
             description = "1 (or no value): io.backplane logs at DEBUG; 2 and more: TRACE.")
     int logVerbose;
 
+    @Option(names = "--log-level", paramLabel = "<logger>=<level>",
+            description = "A logger's level (repeatable), e.g. com.example.mybackend=INFO: a plugin's own lines, which the default "
+                    + "configuration keeps at WARN (it logs io.backplane at INFO). Levels: TRACE, DEBUG, INFO, WARN, ERROR, OFF.")
+    List<String> logLevel = new ArrayList<>();
+
     private final Path workingDirectory;
     private final @Nullable Path home;
     private final UnaryOperator<BackplaneHost.Builder> customize;
@@ -259,9 +264,26 @@ final class ServeCommand implements Callable<Integer> {
         ModelControlMode mode = controlMode();
         builtinOptions("grpc"); // bad TLS flags fail here, before anything starts
         cacheBytes(); // and bad cache flags
-        try (LogLevels.Restore _ = LogLevels.verbose("io.backplane", logVerbose)) {
+        Map<String, String> levels = logLevels(); // refused before anything logs at the new levels
+        try (LogLevels.Restore _ = LogLevels.verbose("io.backplane", logVerbose);
+                LogLevels.Restore _ = LogLevels.levels(levels)) {
             return serve(repositories, backends, mode);
         }
+    }
+
+    private Map<String, String> logLevels() {
+        Map<String, String> levels = new LinkedHashMap<>();
+        for (String setting : logLevel) {
+            int eq = setting.indexOf('=');
+            String logger = eq < 0 ? "" : setting.substring(0, eq).strip();
+            String level = eq < 0 ? "" : setting.substring(eq + 1).strip().toUpperCase(Locale.ROOT);
+            if (logger.isEmpty() || !LogLevels.LEVELS.contains(level)) {
+                throw new ParameterException(spec.commandLine(), "--log-level '" + setting + "': give <logger>=<level>, e.g. "
+                        + "com.example.mybackend=INFO (the logger is a package or class name); levels: " + String.join(", ", LogLevels.LEVELS));
+            }
+            levels.put(logger, level);
+        }
+        return levels;
     }
 
     private int serve(List<Path> repositories, List<Path> backends, ModelControlMode mode) {

@@ -141,7 +141,7 @@ class CliOptionsTest {
         assertEquals(0, cli().execute("serve", "--help"));
         for (String o : List.of("--model-repository", "--model-control-mode", "--load-model", "--repository-poll-secs", "--http-port", "--grpc-port",
                 "--metrics-port", "--backend-directory", "--bundled-backends", "--backend-config", "--cache-config", "--exit-timeout-secs", "--log-verbose",
-                "--memory-budget-bytes", "--default-max-queue-size", "--max-instances-per-model", "--max-instances-per-host",
+                "--log-level", "--memory-budget-bytes", "--default-max-queue-size", "--max-instances-per-model", "--max-instances-per-host",
                 "--allow-links-outside-repository")) {
             assertTrue(out.toString().contains(o), o + " missing from serve --help:\n" + out);
         }

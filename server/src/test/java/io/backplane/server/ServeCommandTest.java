@@ -188,6 +188,45 @@ class ServeCommandTest {
         assertTrue(err.toString().contains("--server-name ' ' is blank"), err.toString());
     }
 
+    /**
+     * A plugin's own INFO lines: the configuration keeps every logger but io.backplane at WARN;
+     * {@code --log-level <package>=INFO} lets them in while serve runs, and serve restores the level.
+     */
+    @Test
+    void serve_logLevel_letsAPluginPackagesInfoLinesIn_restoredAfter_badSettingRefused() throws Exception {
+        Logger plugin = (Logger) LoggerFactory.getLogger("com.example.mybackend");
+        ListAppender<ILoggingEvent> pluginLines = new ListAppender<>();
+        pluginLines.start();
+        plugin.addAppender(pluginLines);
+        try {
+            org.slf4j.Logger backendLog = LoggerFactory.getLogger("com.example.mybackend.MyBackend");
+            backendLog.info("before serve");
+            assertTrue(pluginLines.list.isEmpty(), "a plugin's INFO is off by default: " + pluginLines.list);
+
+            Run run = serve("--model-repository", "repo", "--model-control-mode", "explicit", "--allow-http=false", "--grpc-port", "-1",
+                    "--log-level", "com.example.mybackend=info");
+            Server server = run.started().get(60, TimeUnit.SECONDS);
+            backendLog.info("model loaded");
+            assertEquals(List.of("model loaded"), pluginLines.list.stream().map(ILoggingEvent::getFormattedMessage).toList());
+            server.close();
+            assertEquals(0, run.exit().get(60, TimeUnit.SECONDS), err.toString());
+            run.thread().join(TimeUnit.SECONDS.toMillis(30));
+
+            backendLog.info("after serve");
+            assertEquals(1, pluginLines.list.size(), "level restored after serve: " + pluginLines.list);
+            assertEquals(null, plugin.getLevel());
+        } finally {
+            plugin.detachAppender(pluginLines);
+        }
+
+        for (String bad : new String[] {"com.example.mybackend", "com.example.mybackend=LOUD", "=INFO"}) {
+            Run refused = serve("--model-repository", "repo", "--allow-http=false", "--grpc-port", "-1", "--log-level", bad);
+            assertEquals(2, refused.exit().get(60, TimeUnit.SECONDS), err.toString());
+            refused.thread().join(TimeUnit.SECONDS.toMillis(30));
+            assertTrue(err.toString().contains("--log-level '" + bad + "': give <logger>=<level>, e.g. com.example.mybackend=INFO"), err.toString());
+        }
+    }
+
     @Test
     void serve_allFrontendsDisabled_stillServesHostUntilClosed() throws Exception {
         Run run = serve("--model-repository", "repo", "--model-control-mode", "explicit", "--allow-http=false", "--grpc-port", "-1");

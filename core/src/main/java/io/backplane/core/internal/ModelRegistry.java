@@ -131,6 +131,10 @@ public final class ModelRegistry {
                     if (e.versions.isEmpty() && !e.failed && !source.modelNames().contains(name)) {
                         entries.remove(name, e); // a refused override of a model never loaded leaves no trace
                     }
+                    if (ex.code() != ErrorCode.NOT_FOUND) {
+                        // e.g. a version_policy that selects no version folder: the operator reads it here, not only the client
+                        log.error("model '{}': {}", name, ErrorText.bounded(ex).forLog());
+                    }
                     throw ex;
                 }
             } else {
@@ -168,7 +172,7 @@ public final class ModelRegistry {
                             bctx.backendName(), plugins.capabilities(backendName), backend);
                     BatcherFactory batcher = plugins.batcher(batcherName(config), name);
                     if (def.versions().isEmpty()) {
-                        throw new BackplaneException(ErrorCode.NOT_FOUND, "model '" + name + "' has no version folder to serve in " + def.directory()
+                        throw BackplaneException.invalid("model '" + name + "' has no version folder to serve in " + def.directory()
                                 + "; add a numeric folder such as " + def.directory().resolve("1"));
                     }
                     for (long v : def.versions()) {
@@ -283,7 +287,7 @@ public final class ModelRegistry {
             return true;
         };
         if (def.versions().isEmpty()) {
-            throw new BackplaneException(ErrorCode.NOT_FOUND, "ensemble '" + name + "' has no version folder to serve in " + def.directory()
+            throw BackplaneException.invalid("ensemble '" + name + "' has no version folder to serve in " + def.directory()
                     + "; add an empty numeric folder such as " + def.directory().resolve("1") + ", as Triton requires");
         }
         for (long v : def.versions()) {
