@@ -23,8 +23,9 @@ import org.jspecify.annotations.Nullable;
  * guard.close();
  * }</pre>
  *
- * <p>Thread-safe. {@code release} and the interrupt run on the thread that calls {@code close()} or
- * closes the last entry; an exception they throw propagates to that caller, and the state counts as
+ * <p>Thread-safe. The interrupt runs on the thread that calls {@code close()}, and holds the state
+ * as an entry does, so the state is never freed while it runs; {@code release} runs on the thread
+ * that calls {@code close()} or closes the last entry (possibly the interrupt's); an exception they throw propagates to that caller, and the state counts as
  * released all the same (it is never released twice).
  */
 public final class NativeGuard implements AutoCloseable {
@@ -89,7 +90,7 @@ public final class NativeGuard implements AutoCloseable {
     /** Closes the guard: frees the state now, or when the last open entry closes. Idempotent. */
     @Override
     public void close() {
-        Runnable now;
+        Runnable stop;
         synchronized (this) {
             if (closed) {
                 return;
@@ -97,13 +98,23 @@ public final class NativeGuard implements AutoCloseable {
             closed = true;
             if (open == 0) {
                 released = true;
-                now = release;
+                stop = null;
             } else {
-                now = interrupt;
+                stop = interrupt;
+                if (stop == null) {
+                    return; // the last entry to close releases
+                }
+                open++; // the interrupt holds the state like an entry: it never runs on freed state
             }
         }
-        if (now != null) {
-            now.run();
+        if (stop == null) {
+            release.run();
+            return;
+        }
+        try {
+            stop.run();
+        } finally {
+            exit();
         }
     }
 

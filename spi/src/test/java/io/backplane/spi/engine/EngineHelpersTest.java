@@ -347,6 +347,38 @@ class EngineHelpersTest {
         assertEquals(1, interrupted.get());
     }
 
+    /** The interrupt holds the state like an entry: the last entry closing while it runs does not free the state under it. */
+    @Test
+    void guard_theInterruptNeverRunsOnFreedState() throws Exception {
+        AtomicInteger released = new AtomicInteger();
+        CountDownLatch interrupting = new CountDownLatch(1);
+        CountDownLatch entryClosed = new CountDownLatch(1);
+        AtomicInteger releasedDuringInterrupt = new AtomicInteger(-1);
+        NativeGuard guard = new NativeGuard("m", released::incrementAndGet).onInterrupt(() -> {
+            interrupting.countDown();
+            try {
+                assertTrue(entryClosed.await(30, TimeUnit.SECONDS));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            releasedDuringInterrupt.set(released.get());
+        });
+        NativeGuard.Entry running = guard.enter();
+        ExecutorService pool = Executors.newSingleThreadExecutor();
+        try {
+            Future<?> closing = pool.submit(guard::close);
+            assertTrue(interrupting.await(30, TimeUnit.SECONDS));
+            running.close(); // the execute returns while close() is still interrupting
+            entryClosed.countDown();
+            closing.get(30, TimeUnit.SECONDS);
+        } finally {
+            pool.shutdownNow();
+            assertTrue(pool.awaitTermination(30, TimeUnit.SECONDS));
+        }
+        assertEquals(0, releasedDuringInterrupt.get(), "the state was freed while the interrupt ran");
+        assertEquals(1, released.get(), "released once the interrupt returned");
+    }
+
     /** Many threads enter and leave while one closes at a random moment: the state is freed exactly once, after every entry that got in. */
     @Test
     void guard_underRacingEntriesAndClose_freesExactlyOnce_neverUnderAnEntry() throws Exception {
@@ -361,6 +393,10 @@ class EngineHelpersTest {
                         freedUnderEntry.incrementAndGet();
                     }
                     released.incrementAndGet();
+                }).onInterrupt(() -> {
+                    if (released.get() != 0) {
+                        freedUnderEntry.incrementAndGet(); // an interrupt on freed state
+                    }
                 });
                 CountDownLatch start = new CountDownLatch(1);
                 List<Future<?>> users = new ArrayList<>();
