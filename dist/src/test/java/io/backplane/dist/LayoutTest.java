@@ -102,6 +102,27 @@ class LayoutTest {
         }
     }
 
+    /**
+     * backends/pytorch/ is the TorchScript backend's packaged plugin directory as it is: the jars its
+     * lib/ holds, no more and no fewer (DJL's commons-compress, -io and -codec included), so what
+     * the conformance kit proved on backends/torch/target/plugin/pytorch/ is what the server loads.
+     */
+    @Test
+    void pytorch_holdsExactlyThePackagedPluginDirectory() throws IOException {
+        Path packaged = Path.of(System.getProperty("backplane.repo", "..")).resolve("backends/torch/target/plugin/pytorch").toAbsolutePath().normalize();
+        assertTrue(Files.isDirectory(packaged.resolve("lib")), "backends/torch is packaged before dist (-pl dist -am): " + packaged);
+        Path served = DIST.resolve("backends/pytorch");
+        assertTrue(Files.isDirectory(served.resolve("lib")), "dist has no backends/pytorch/lib: " + served);
+        assertEquals(names(packaged), names(served), "backends/pytorch/ differs from " + packaged);
+        List<String> lib = names(packaged.resolve("lib"));
+        assertEquals(lib, names(served.resolve("lib")), "backends/pytorch/lib differs from " + packaged.resolve("lib"));
+        for (String prefix : List.of("commons-compress-", "commons-io-", "commons-codec-", "pytorch-jni-", "pytorch-native-cpu-")) {
+            assertTrue(lib.stream().anyMatch(n -> n.startsWith(prefix)), prefix + "* missing from " + served.resolve("lib") + ": " + lib);
+        }
+        assertFalse(lib.stream().anyMatch(n -> n.startsWith("backplane-spi-") || n.startsWith("slf4j-") || n.startsWith("logback-")),
+                "backends/pytorch/lib must take the SPI and logging from the host: " + lib);
+    }
+
     private static List<String> names(Path d) throws IOException {
         try (Stream<Path> s = Files.list(d)) {
             return s.map(p -> p.getFileName().toString()).sorted().toList();
