@@ -20,6 +20,8 @@ import java.util.Collections;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -120,7 +122,7 @@ final class ConformanceRun {
      * backend with native code (libtorch, xgboost4j) could not start again in the next test's loader.
      * Each test still gets fresh factories, backends and hosts from it.
      */
-    private static final java.util.concurrent.ConcurrentMap<Path, PluginClassLoader> PLUGIN_LOADERS = new java.util.concurrent.ConcurrentHashMap<>();
+    private static final ConcurrentMap<Path, PluginClassLoader> PLUGIN_LOADERS = new ConcurrentHashMap<>();
 
     private static PluginClassLoader pluginLoader(Path dir) {
         return PLUGIN_LOADERS.computeIfAbsent(dir.toAbsolutePath().normalize(),

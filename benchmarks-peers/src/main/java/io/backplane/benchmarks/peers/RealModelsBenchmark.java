@@ -365,7 +365,14 @@ public final class RealModelsBenchmark {
         return switch (p) {
             case "ort" -> OrtPeer.start(ctx, m);
             case "backplane", "python" -> HostPeer.start(ctx, m, both);
-            case "rest", "python-rest", "pytorch-rest" -> RestPeer.start(ctx, m, both);
+            case "rest", "python-rest" -> RestPeer.start(ctx, m, both);
+            case "pytorch-rest" -> {
+                if (ctx.dist == null) {
+                    throw new IllegalStateException("pytorch-rest serves from a distribution's backends/pytorch/: pass --dist dist/target/backplane "
+                            + "(real-models.sh does); peers.jar's own server has no pytorch backend");
+                }
+                yield RestPeer.start(ctx, m, both);
+            }
             case "djl-ort" -> DjlOrtPeer.start(ctx, m);
             case "djl-pt" -> DjlPtPeer.start(ctx, m);
             case "djl-python" -> DjlPythonPeer.start(ctx, m);
