@@ -5,7 +5,7 @@ Nothing here is downloaded and nothing it writes is committed. Run it with the m
 interpreter (tools/model-env.sh prints it):
 
     ~/.cache/backplane/model-env/bin/python benchmarks/zoo/make_zoo.py --out target/zoo [--size small|full]
-        [--models resnet50,bert,bert_torch] [--seed 0] [--python-env DIR]
+        [--models resnet50,bert,bert_torch,resnet50_pt,bert_pt] [--seed 0] [--python-env DIR]
 
 The output is a Triton model repository, one folder per model:
 
@@ -14,7 +14,12 @@ The output is a Triton model repository, one folder per model:
                       attention_mask [-1] -> last_hidden_state [-1,768], pooler_output [768];
                       dynamic batch and sequence (ONNX)
     bert_torch/       the same encoder, same weights, as a python-backend model.py running torch
-    resnet_small/, bert_small/, bert_torch_small/   with --size small: the same models, tiny
+    resnet50_pt/      the same ResNet-50, same weights, traced to TorchScript (model.pt) for the pytorch
+                      backend: INPUT__0 -> OUTPUT__0 (Triton's pytorch_libtorch naming), dynamic batch
+    bert_pt/          the same encoder, same weights, traced to TorchScript: inputs input_ids and
+                      attention_mask bound by forward()'s argument names, outputs
+                      last_hidden_state__0 and pooler_output__1
+    resnet_small/, bert_small/, bert_torch_small/, resnet_small_pt/, bert_small_pt/   with --size small: the same models, tiny
                       (ResNet of torchvision blocks with widths 8..64 at [3,64,64], 10 classes;
                       BERT with 2 layers, hidden 64, vocabulary 1000) for the tests
 
@@ -34,13 +39,18 @@ import time
 
 SCRIPT_HASH = hashlib.sha256(open(os.path.abspath(__file__), "rb").read()).hexdigest()[:16]
 OPSET = 17
-FAMILIES = ("resnet50", "bert", "bert_torch")
+FAMILIES = ("resnet50", "bert", "bert_torch", "resnet50_pt", "bert_pt")
+# Made when --models is not given. The TorchScript families are asked for by name (benchmarks-peers/real-models.sh
+# does): a repository served whole by a host without the pytorch backend (tests/real-models) stays loadable.
+DEFAULT_FAMILIES = ("resnet50", "bert", "bert_torch")
 
 # Model names per family and size (both sizes can share one repository).
 NAMES = {
     ("resnet50", "full"): "resnet50", ("resnet50", "small"): "resnet_small",
     ("bert", "full"): "bert", ("bert", "small"): "bert_small",
     ("bert_torch", "full"): "bert_torch", ("bert_torch", "small"): "bert_torch_small",
+    ("resnet50_pt", "full"): "resnet50_pt", ("resnet50_pt", "small"): "resnet_small_pt",
+    ("bert_pt", "full"): "bert_pt", ("bert_pt", "small"): "bert_small_pt",
 }
 
 BERT_SIZES = {
@@ -158,6 +168,54 @@ model_warmup [
     inputs {{ key: "input" value: {{ data_type: TYPE_FP32 dims: [ 3, {img}, {img} ] random_data: true }} }}
   }}
 ]
+'''
+
+
+def resnet_pt_config(name, size):
+    img = RESNET_IMAGE[size]
+    classes = RESNET_CLASSES[size]
+    return f'''name: "{name}"
+platform: "pytorch_libtorch"
+max_batch_size: {MAX_BATCH[size]}
+input [
+  {{ name: "INPUT__0" data_type: TYPE_FP32 dims: [ 3, {img}, {img} ] }}
+]
+output [
+  {{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ {classes} ] }}
+]
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+dynamic_batching {{
+  preferred_batch_size: [ 4, 8 ]
+  max_queue_delay_microseconds: 2000
+}}
+model_warmup [
+  {{
+    name: "random_image"
+    batch_size: 1
+    inputs {{ key: "INPUT__0" value: {{ data_type: TYPE_FP32 dims: [ 3, {img}, {img} ] random_data: true }} }}
+  }}
+]
+'''
+
+
+def bert_pt_config_pbtxt(name, size):
+    h = BERT_SIZES[size]["hidden_size"]
+    return f'''name: "{name}"
+platform: "pytorch_libtorch"
+max_batch_size: {MAX_BATCH[size]}
+input [
+  {{ name: "input_ids" data_type: TYPE_INT64 dims: [ -1 ] }},
+  {{ name: "attention_mask" data_type: TYPE_INT64 dims: [ -1 ] }}
+]
+output [
+  {{ name: "last_hidden_state__0" data_type: TYPE_FP32 dims: [ -1, {h} ] }},
+  {{ name: "pooler_output__1" data_type: TYPE_FP32 dims: [ {h} ] }}
+]
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+dynamic_batching {{
+  max_queue_delay_microseconds: 2000
+}}
+{bert_warmup()}
 '''
 
 
@@ -344,6 +402,26 @@ def build_bert(torch, tmp, name, size, seed):
     write(os.path.join(tmp, "config.pbtxt"), bert_config_pbtxt(name, size))
 
 
+def build_resnet_pt(torch, tmp, name, size, seed):
+    torch.manual_seed(seed)
+    model = make_resnet(torch, size)  # the ONNX ResNet's weights: same seed
+    img = RESNET_IMAGE[size]
+    os.makedirs(os.path.join(tmp, "1"))
+    with torch.no_grad():
+        traced = torch.jit.trace(model, (torch.randn(2, 3, img, img),))
+    traced.save(os.path.join(tmp, "1", "model.pt"))
+    write(os.path.join(tmp, "config.pbtxt"), resnet_pt_config(name, size))
+
+
+def build_bert_pt(torch, tmp, name, size, seed):
+    bert = make_bert(torch, size, seed)
+    os.makedirs(os.path.join(tmp, "1"))
+    with torch.no_grad():
+        traced = torch.jit.trace(BertOutputs.wrap(torch, bert), bert_example(torch, size), check_trace=False, strict=False)
+    traced.save(os.path.join(tmp, "1", "model.pt"))
+    write(os.path.join(tmp, "config.pbtxt"), bert_pt_config_pbtxt(name, size))
+
+
 def build_bert_torch(torch, tmp, name, size, seed, env):
     bert = make_bert(torch, size, seed)
     version = os.path.join(tmp, "1")
@@ -379,8 +457,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="model repository to write (e.g. target/zoo); made if missing")
     p.add_argument("--size", choices=("small", "full"), default="full")
-    p.add_argument("--models", default=",".join(FAMILIES),
-                   help=f"comma-separated families out of {','.join(FAMILIES)} (default: all)")
+    p.add_argument("--models", default=",".join(DEFAULT_FAMILIES),
+                   help=f"comma-separated families out of {','.join(FAMILIES)} (default: {','.join(DEFAULT_FAMILIES)})")
     p.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
     p.add_argument("--python-env", default=sys.prefix,
                    help="EXECUTION_ENV_PATH written into the torch model's config.pbtxt: the environment whose "
@@ -422,6 +500,10 @@ def main(argv=None):
                 build_resnet(torch, tmp, name, a.size, a.seed)
             elif family == "bert":
                 build_bert(torch, tmp, name, a.size, a.seed)
+            elif family == "resnet50_pt":
+                build_resnet_pt(torch, tmp, name, a.size, a.seed)
+            elif family == "bert_pt":
+                build_bert_pt(torch, tmp, name, a.size, a.seed)
             else:
                 build_bert_torch(torch, tmp, name, a.size, a.seed, env)
             write(os.path.join(tmp, ".zoo-stamp"), json.dumps(stamp) + "\n")

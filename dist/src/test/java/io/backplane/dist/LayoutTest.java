@@ -102,6 +102,37 @@ class LayoutTest {
         }
     }
 
+    /**
+     * backends/pytorch/ is the TorchScript backend's packaged plugin directory as it is: the jars its
+     * lib/ holds, no more and no fewer (DJL's commons-compress, -io and -codec included), so what
+     * the conformance kit proved on backends/torch/target/plugin/pytorch/ is what the server loads.
+     */
+    @Test
+    void pytorch_holdsExactlyThePackagedPluginDirectory() throws IOException {
+        holdsExactlyThePackagedPluginDirectory("backends/torch/target/plugin/pytorch", "backends/pytorch",
+                List.of("commons-compress-", "commons-io-", "commons-codec-", "pytorch-jni-", "pytorch-native-cpu-"));
+    }
+
+    @Test
+    void fil_holdsExactlyThePackagedPluginDirectory() throws IOException {
+        holdsExactlyThePackagedPluginDirectory("backends/fil/target/plugin/fil", "backends/fil", List.of("xgboost4j_", "lightgbm4j-", "kryo-"));
+    }
+
+    private static void holdsExactlyThePackagedPluginDirectory(String packagedDir, String servedDir, List<String> needed) throws IOException {
+        Path packaged = Path.of(System.getProperty("backplane.repo", "..")).resolve(packagedDir).toAbsolutePath().normalize();
+        assertTrue(Files.isDirectory(packaged.resolve("lib")), "the backend is packaged before dist (-pl dist -am): " + packaged);
+        Path served = DIST.resolve(servedDir);
+        assertTrue(Files.isDirectory(served.resolve("lib")), "dist has no " + servedDir + "/lib: " + served);
+        assertEquals(names(packaged), names(served), servedDir + "/ differs from " + packaged);
+        List<String> lib = names(packaged.resolve("lib"));
+        assertEquals(lib, names(served.resolve("lib")), servedDir + "/lib differs from " + packaged.resolve("lib"));
+        for (String prefix : needed) {
+            assertTrue(lib.stream().anyMatch(n -> n.startsWith(prefix)), prefix + "* missing from " + served.resolve("lib") + ": " + lib);
+        }
+        assertFalse(lib.stream().anyMatch(n -> n.startsWith("backplane-spi-") || n.startsWith("slf4j-") || n.startsWith("logback-")),
+                servedDir + "/lib must take the SPI and logging from the host: " + lib);
+    }
+
     private static List<String> names(Path d) throws IOException {
         try (Stream<Path> s = Files.list(d)) {
             return s.map(p -> p.getFileName().toString()).sorted().toList();

@@ -114,7 +114,9 @@ public abstract class BackendConformanceTest {
      * folder of its backends directory: the jars in it and in its {@code lib/}, in a class loader of
      * their own that sees only the JDK, the SPI and SLF4J from the host. A jar missing from
      * {@code lib/}, a wrong services file or a class that leaks the host's class path then fails here
-     * instead of at serve time. The kit takes the factory named as {@link #backend()}'s.
+     * instead of at serve time. The kit takes the factory named as {@link #backend()}'s. It opens each
+     * directory once per JVM, as a server opens each folder once per process (a JNI library binds to
+     * the first class loader that loads it), and takes fresh factories from it for every test.
      *
      * <p>Default: the directory the system property {@value #PLUGIN_DIRECTORY_PROPERTY} names, else
      * null: the kit then registers {@link #backend()} in code. A plugin directory exists only after

@@ -20,6 +20,8 @@ import java.util.Collections;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -104,12 +106,27 @@ final class ConformanceRun {
         Path dir = hooks.pluginDirectory();
         if (dir != null) {
             try {
-                plugin = PluginManager.openDirectory(dir, ConformanceRun.class.getClassLoader());
+                plugin = pluginLoader(dir);
             } catch (BackplaneException e) {
                 fail(e.getMessage());
             }
             factory(); // fails now, with what the directory holds, when the backend is not there
         }
+    }
+
+    /**
+     * The packaged plugin directories this JVM opened, one class loader each, kept for the JVM's
+     * life as a server keeps each folder of its backends directory for the process's: a JNI library
+     * binds to the first class loader that loads it, and the JVM refuses it to a second loader of the
+     * same directory ("already loaded in another classloader") until the first is collected, so a
+     * backend with native code (libtorch, xgboost4j) could not start again in the next test's loader.
+     * Each test still gets fresh factories, backends and hosts from it.
+     */
+    private static final ConcurrentMap<Path, PluginClassLoader> PLUGIN_LOADERS = new ConcurrentHashMap<>();
+
+    private static PluginClassLoader pluginLoader(Path dir) {
+        return PLUGIN_LOADERS.computeIfAbsent(dir.toAbsolutePath().normalize(),
+                d -> PluginManager.openDirectory(d, ConformanceRun.class.getClassLoader()));
     }
 
     /**
@@ -148,15 +165,7 @@ final class ConformanceRun {
         try {
             closeHostAndCheck();
         } finally {
-            PluginClassLoader loader = plugin;
-            plugin = null;
-            if (loader != null) {
-                try {
-                    loader.close();
-                } catch (java.io.IOException e) {
-                    violation(Invariant.L10, "closing the plugin class loader of " + hooks.pluginDirectory() + " failed: " + e);
-                }
-            }
+            plugin = null; // the loader stays open for the JVM (PLUGIN_LOADERS)
         }
     }
 

@@ -173,6 +173,8 @@ final class RealModelPeers {
 
     static String backplaneConfig(Ctx ctx, Model m, boolean batching, String how) throws IOException {
         String backend = m.group().equals("bert_torch") ? "python backend (zoo's model.py), 1 instance, torch threads " + ctx.threads
+                : torchScriptGroup(m.group()) ? "pytorch backend (zoo's model.pt; backends/pytorch/: DJL 0.36, libtorch 2.7.1), 1 instance, "
+                        + "INTRA_OP_THREAD_COUNT " + ctx.threads + ", INTER_OP_THREAD_COUNT 1"
                 : "onnxruntime backend, 1 instance, intra-op " + ctx.threads + ", inter-op 1, sequential, ALL";
         return how + "; " + backend + "; " + (batching ? batchingOf(m) : "no dynamic batching");
     }
@@ -386,7 +388,11 @@ final class RealModelPeers {
         };
     }
 
-    /** DJL's PyTorch engine (libtorch from Maven Central) on a TorchScript trace of the zoo's encoder. */
+    /**
+     * DJL's PyTorch engine (libtorch from Maven Central) on a TorchScript trace of the zoo's encoder,
+     * or, for the TorchScript models ({@code *_pt}), on the zoo's own {@code model.pt}: the file the
+     * pytorch backend serves.
+     */
     static final class DjlPtPeer implements Peer {
         private final ZooModel<NDList, NDList> model;
         private final Model m;
@@ -399,7 +405,7 @@ final class RealModelPeers {
         }
 
         static DjlPtPeer start(Ctx ctx, Model m) throws Exception {
-            Path ts = torchScript(ctx, m);
+            Path ts = torchScriptGroup(m.group()) ? m.versionDir().resolve("model.pt") : torchScript(ctx, m);
             Criteria<NDList, NDList> c = Criteria.builder().setTypes(NDList.class, NDList.class).optEngine("PyTorch").optModelPath(ts).build();
             return new DjlPtPeer(c.loadModel(), m, ctx.threads);
         }
@@ -412,7 +418,8 @@ final class RealModelPeers {
         @Override
         public String config() {
             return "DJL " + Engine.getDjlVersion() + " PyTorch engine (libtorch " + Engine.getEngine("PyTorch").getVersion()
-                    + " from pytorch-native-cpu), TorchScript trace of the zoo's weights, a predictor per caller, intra-op " + threads + ", inter-op 1; no batcher";
+                    + " from pytorch-native-cpu), " + (torchScriptGroup(m.group()) ? "the zoo's model.pt" : "TorchScript trace of the zoo's weights")
+                    + ", a predictor per caller, intra-op " + threads + ", inter-op 1; no batcher";
         }
 
         @Override

@@ -54,6 +54,12 @@ import static io.backplane.benchmarks.peers.RealModelsTable.*;
  *       {@code flask} (gunicorn/Flask), {@code ray} (Ray Serve), {@code djl-pt} (DJL's PyTorch
  *       engine on a TorchScript trace of the same encoder and weights). torch threads
  *       {@code --threads}, one instance / worker / replica each.</li>
+ *   <li>TorchScript ({@code resnet50_pt}, {@code bert_pt}: the zoo's traces of the same weights,
+ *       {@code model.pt}): {@code pytorch-rest} ({@code backplane serve} over REST, the pytorch
+ *       backend of {@code backends/pytorch/}), {@code djl-pt} (DJL's PyTorch engine called directly
+ *       on the same file: the floor). libtorch intra-op threads {@code --threads}, inter-op 1, one
+ *       module each. The pytorch backend runs only in {@code backplane serve}: its DJL (0.36) and
+ *       this jar's (0.34, for DJL's Python engine) cannot share one JVM.</li>
  * </ul>
  *
  * <p>Cases per model and peer: batch 1 with 1 caller (p50/p99 latency), 8 and 32 closed-loop
@@ -63,7 +69,7 @@ import static io.backplane.benchmarks.peers.RealModelsTable.*;
  * child JVM for the in-process peers ({@code --probe}).
  *
  * <p>Options: {@code --zoo DIR} (default {@code target/zoo}), {@code --size full|small},
- * {@code --models resnet50,bert,bert_torch}, {@code --peers ...}, {@code --rounds N} (default 2;
+ * {@code --models resnet50,bert,bert_torch,resnet50_pt,bert_pt}, {@code --peers ...}, {@code --rounds N} (default 2;
  * the table shows the median), {@code --seconds S} per measurement (default 2; longer until every caller was answered
  * once, at most 5×), {@code --warmup S} (default 0.5, after every caller's first answer), {@code --threads N} (default: the machine's
  * cores, at most 4), {@code --seq N} (BERT's sequence length, default 32), {@code --python PATH}
@@ -76,12 +82,15 @@ import static io.backplane.benchmarks.peers.RealModelsTable.*;
 public final class RealModelsBenchmark {
     static final List<String> ONNX_PEERS = List.of("ort", "backplane", "rest", "djl-ort");
     static final List<String> TORCH_PEERS = List.of("python", "python-rest", "djl-python", "flask", "ray", "djl-pt");
-    static final List<String> BATCHERS = List.of("backplane", "rest", "python", "python-rest");
+    /** The peers of the TorchScript models (groups ending in {@code _pt}). */
+    static final List<String> TORCHSCRIPT_PEERS = List.of("pytorch-rest", "djl-pt");
+    static final List<String> GROUPS = List.of("resnet50", "bert", "bert_torch", "resnet50_pt", "bert_pt");
+    static final List<String> BATCHERS = List.of("backplane", "rest", "python", "python-rest", "pytorch-rest");
     static final List<String> IN_PROCESS = List.of("ort", "backplane", "djl-ort", "python", "djl-python", "djl-pt");
     /** Pairs of the ratio table: the first against the second. */
     static final List<List<String>> PAIRS = List.of(List.of("backplane", "ort"), List.of("rest", "ort"), List.of("djl-ort", "ort"),
             List.of("backplane", "djl-ort"), List.of("rest", "djl-ort"), List.of("python-rest", "flask"), List.of("python-rest", "ray"),
-            List.of("python", "djl-python"), List.of("python", "djl-pt"), List.of("python", "python-rest"));
+            List.of("python", "djl-python"), List.of("python", "djl-pt"), List.of("python", "python-rest"), List.of("pytorch-rest", "djl-pt"));
 
     /** One measurement: how many callers, with the model's dynamic batching or without. */
     record Case(String key, String label, int callers, boolean batching) {
@@ -192,8 +201,8 @@ public final class RealModelsBenchmark {
             switch (a) {
                 case "--zoo" -> ctx.zoo = Path.of(v);
                 case "--size" -> ctx.size = oneOf("--size", v, List.of("full", "small"));
-                case "--models" -> ctx.groups = listOf("--models", v, List.of("resnet50", "bert", "bert_torch"));
-                case "--peers" -> ctx.peers = new ArrayList<>(listOf("--peers", v, concat(ONNX_PEERS, TORCH_PEERS)));
+                case "--models" -> ctx.groups = listOf("--models", v, GROUPS);
+                case "--peers" -> ctx.peers = new ArrayList<>(listOf("--peers", v, allPeers()));
                 case "--rounds" -> ctx.rounds = positive("--rounds", v);
                 case "--seconds" -> ctx.seconds = Double.parseDouble(v);
                 case "--warmup" -> ctx.warmup = Double.parseDouble(v);
@@ -211,7 +220,7 @@ public final class RealModelsBenchmark {
             }
         }
         if (ctx.peers.isEmpty()) {
-            ctx.peers.addAll(concat(ONNX_PEERS, TORCH_PEERS));
+            ctx.peers.addAll(allPeers());
         }
         System.setProperty("ai.djl.offline", "true");
         System.setProperty("ai.djl.onnx.disable_alternative", "true"); // DJL's ORT engine would load libtorch for NDArray ops
@@ -260,7 +269,7 @@ public final class RealModelsBenchmark {
                     System.err.printf(Locale.ROOT, "[round %d] %s: starting%n", round + 1, tag);
                     if (round == 0 && IN_PROCESS.contains(p)) {
                         try {
-                            if (p.equals("djl-pt")) {
+                            if (p.equals("djl-pt") && !torchScriptGroup(m.group())) {
                                 torchScript(ctx, m); // made once, ahead of the load it is no part of
                             }
                             loads.computeIfAbsent(m.group(), k -> new LinkedHashMap<>()).computeIfAbsent(p, k -> new ArrayList<>())
@@ -325,7 +334,7 @@ public final class RealModelsBenchmark {
     }
 
     static List<String> peersOf(Ctx ctx, String group) {
-        List<String> all = group.equals("bert_torch") ? TORCH_PEERS : ONNX_PEERS;
+        List<String> all = torchScriptGroup(group) ? TORCHSCRIPT_PEERS : group.equals("bert_torch") ? TORCH_PEERS : ONNX_PEERS;
         return ctx.peers.stream().filter(all::contains).toList();
     }
 
@@ -357,6 +366,13 @@ public final class RealModelsBenchmark {
             case "ort" -> OrtPeer.start(ctx, m);
             case "backplane", "python" -> HostPeer.start(ctx, m, both);
             case "rest", "python-rest" -> RestPeer.start(ctx, m, both);
+            case "pytorch-rest" -> {
+                if (ctx.dist == null) {
+                    throw new IllegalStateException("pytorch-rest serves from a distribution's backends/pytorch/: pass --dist dist/target/backplane "
+                            + "(real-models.sh does); peers.jar's own server has no pytorch backend");
+                }
+                yield RestPeer.start(ctx, m, both);
+            }
             case "djl-ort" -> DjlOrtPeer.start(ctx, m);
             case "djl-pt" -> DjlPtPeer.start(ctx, m);
             case "djl-python" -> DjlPythonPeer.start(ctx, m);
@@ -374,16 +390,18 @@ public final class RealModelsBenchmark {
         String name = switch (group) {
             case "resnet50" -> small ? "resnet_small" : "resnet50";
             case "bert" -> small ? "bert_small" : "bert";
+            case "resnet50_pt" -> small ? "resnet_small_pt" : "resnet50_pt";
+            case "bert_pt" -> small ? "bert_small_pt" : "bert_pt";
             default -> small ? "bert_torch_small" : "bert_torch";
         };
         Path dir = ctx.zoo.resolve(name).toAbsolutePath();
         if (!Files.isRegularFile(dir.resolve("config.pbtxt"))) {
             throw new IllegalArgumentException("the zoo has no " + name + " in " + ctx.zoo.toAbsolutePath() + ": make it with "
-                    + "~/.cache/backplane/model-env/bin/python benchmarks/zoo/make_zoo.py --out " + ctx.zoo + " --size " + ctx.size);
+                    + "~/.cache/backplane/model-env/bin/python benchmarks/zoo/make_zoo.py --out " + ctx.zoo + " --size " + ctx.size + " --models " + group);
         }
         Random rnd = new Random(25);
         List<In> inputs = new ArrayList<>();
-        if (group.equals("resnet50")) {
+        if (group.equals("resnet50") || group.equals("resnet50_pt")) {
             String config = Files.readString(dir.resolve("config.pbtxt"));
             Matcher d = Pattern.compile("dims: \\[ *3, *(\\d+), *(\\d+) *]").matcher(config);
             if (!d.find()) {
@@ -394,8 +412,9 @@ public final class RealModelsBenchmark {
             while (b.hasRemaining()) {
                 b.putFloat((float) rnd.nextGaussian());
             }
-            inputs.add(in("input", false, shape, b.array()));
-            return new Model(group, name, dir, inputs, List.of("logits"));
+            boolean pt = torchScriptGroup(group);
+            inputs.add(in(pt ? "INPUT__0" : "input", false, shape, b.array()));
+            return new Model(group, name, dir, inputs, List.of(pt ? "OUTPUT__0" : "logits"));
         }
         long[] shape = {1, ctx.seq};
         ByteBuffer ids = ByteBuffer.allocate(ctx.seq * 8).order(ByteOrder.LITTLE_ENDIAN);
@@ -406,7 +425,8 @@ public final class RealModelsBenchmark {
         }
         inputs.add(in("input_ids", true, shape, ids.array()));
         inputs.add(in("attention_mask", true, shape, mask.array()));
-        return new Model(group, name, dir, inputs, List.of("last_hidden_state", "pooler_output"));
+        return new Model(group, name, dir, inputs, torchScriptGroup(group) ? List.of("last_hidden_state__0", "pooler_output__1")
+                : List.of("last_hidden_state", "pooler_output"));
     }
 
     static In in(String name, boolean int64, long[] shape, byte[] le) {
@@ -424,6 +444,7 @@ public final class RealModelsBenchmark {
         String zooConfig = Files.readString(m.dir().resolve("config.pbtxt"));
         String threads = m.group().equals("bert_torch")
                 ? param("torch_threads", ctx.threads)
+                : torchScriptGroup(m.group()) ? param("INTRA_OP_THREAD_COUNT", ctx.threads) + param("INTER_OP_THREAD_COUNT", 1)
                 : param("intra_op_thread_count", ctx.threads) + param("inter_op_thread_count", 1) + param("execution_mode", "SEQUENTIAL")
                         + param("graph_optimization_level", "ALL");
         for (boolean batched : both ? List.of(false, true) : List.of(false)) {
@@ -672,6 +693,17 @@ public final class RealModelsBenchmark {
                 Files.deleteIfExists(q);
             }
         }
+    }
+
+    /** The TorchScript models of the zoo (model.pt, the pytorch backend). */
+    static boolean torchScriptGroup(String group) {
+        return group.endsWith("_pt");
+    }
+
+    static List<String> allPeers() {
+        List<String> all = new ArrayList<>(concat(ONNX_PEERS, TORCH_PEERS));
+        TORCHSCRIPT_PEERS.stream().filter(p -> !all.contains(p)).forEach(all::add);
+        return all;
     }
 
     static List<String> concat(List<String> a, List<String> b) {

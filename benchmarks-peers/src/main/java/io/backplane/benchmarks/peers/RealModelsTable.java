@@ -39,7 +39,7 @@ final class RealModelsTable {
         for (Model m : models.values()) {
             Map<String, Map<String, List<Result>>> byPeer = results.getOrDefault(m.group(), Map.of());
             List<String> peers = peersOf(ctx, m.group());
-            s.append("### ").append(m.name()).append(m.group().equals("bert_torch") ? " (torch)" : " (ONNX)").append("\n\n");
+            s.append("### ").append(m.name()).append(m.group().equals("bert_torch") ? " (torch)" : torchScriptGroup(m.group()) ? " (TorchScript)" : " (ONNX)").append("\n\n");
             s.append("| peer | load s | RSS MiB before → after (Δ) | c1 p50 ms | c1 p99 ms | c1 req/s | c8 req/s | c8 p99 ms | c8 batched req/s | c32 req/s "
                     + "| c32 batched req/s | c32 batched p99 ms | first answer |\n");
             s.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
