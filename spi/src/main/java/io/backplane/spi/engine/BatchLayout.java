@@ -104,7 +104,8 @@ public final class BatchLayout {
      * request at fault fails; a {@link BackplaneException} keeps its code, anything else ends the
      * request with INTERNAL naming the model and the engine's message. Never throws for a request's
      * fault: every request of the batch has ended when it returns, except where an {@link Error}
-     * escapes.
+     * escapes, or a sender throws something else than the {@link IllegalStateException} of a request
+     * the core already ended (the core's senders never do).
      */
     public void execute(List<ScheduledRequest> batch, Engine engine) {
         for (RowBatch group : group(batch)) {

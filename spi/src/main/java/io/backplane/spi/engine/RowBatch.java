@@ -101,8 +101,10 @@ public final class RowBatch {
 
     /**
      * The input's rows of every request, end to end in request order: {@code rows() * rowBytes}
-     * bytes, little-endian. For one request its own memory, not copied (valid until the request is
-     * answered); for several a copy in {@code arena}, aligned to 64 bytes.
+     * bytes, little-endian, always in native memory aligned to the element size, so its
+     * {@link MemorySegment#address()} can be handed to an engine. For a single request whose tensor
+     * already is such memory, that memory itself (no copy; the engine must only read it, and only
+     * during this {@code execute}); otherwise a copy in {@code arena}, aligned to 64 bytes.
      *
      * @throws IllegalArgumentException for a BYTES input (see {@link #stackBytes}), or an input the group lacks
      */
@@ -112,8 +114,9 @@ public final class RowBatch {
             throw new IllegalArgumentException("input '" + input + "' is BYTES: its elements have no fixed size; use stackBytes");
         }
         int k = layout.index(input);
-        if (members.size() == 1) {
-            return first.data();
+        MemorySegment own = first.data();
+        if (members.size() == 1 && own.isNative() && own.address() % first.dataType().byteSize() == 0) {
+            return own;
         }
         long total = 0;
         for (Member m : members) {

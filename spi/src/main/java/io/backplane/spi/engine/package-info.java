@@ -36,8 +36,10 @@
  * }</pre>
  *
  * <p>Tensor bytes are little-endian, the byte order of every tensor in Backplane (see
- * {@link io.backplane.spi.Tensor}), so on the platforms Backplane runs on a segment can be handed
- * to an engine as it is, in {@link java.nio.ByteOrder#nativeOrder()}.
+ * {@link io.backplane.spi.Tensor}), the native order of the platforms Backplane runs on.
+ * {@link io.backplane.spi.engine.RowBatch#stack} always returns native memory aligned to the element
+ * size, so its address can be handed to an engine; a request's own tensor may be heap memory (a
+ * REST body, {@code Tensor.ofFloats}), whose {@code address()} is no pointer.
  */
 @NullMarked
 package io.backplane.spi.engine;

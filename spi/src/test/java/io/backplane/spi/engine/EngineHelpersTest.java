@@ -157,15 +157,30 @@ class EngineHelpersTest {
     }
 
     @Test
-    void oneRequest_isStackedWithoutACopy() {
-        Req a = rows(1, 2);
-        BatchLayout.of(BATCHING).execute(List.of(a), g -> {
-            try (Arena arena = Arena.ofConfined()) {
-                assertSame(a.request.inputs().get(0).data(), g.stack("X", arena), "a lone request's memory is handed over as it is");
+    void oneRequestInNativeMemory_isStackedWithoutACopy_andHeapMemoryIsCopiedToNative() {
+        try (Arena shared = Arena.ofShared()) {
+            MemorySegment nativeRows = shared.allocate(8, 64);
+            nativeRows.setAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, 0, 1f);
+            nativeRows.setAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, 1, 2f);
+            Req inPlace = new Req(InferenceRequest.builder("adder").input(Tensor.of("X", DataType.FP32, new long[] {1, 2}, nativeRows)).build());
+            Req onHeap = rows(1, 2);
+            for (Req r : List.of(inPlace, onHeap)) {
+                BatchLayout.of(BATCHING).execute(List.of(r), g -> {
+                    try (Arena arena = Arena.ofConfined()) {
+                        MemorySegment x = g.stack("X", arena);
+                        assertTrue(x.isNative(), "an engine gets native memory");
+                        assertEquals(0, x.address() % 4, "aligned to the element size");
+                        if (r == inPlace) {
+                            assertSame(nativeRows, x, "a lone request's native memory is handed over as it is");
+                        } else {
+                            assertEquals(2f, x.getAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, 1));
+                        }
+                    }
+                    return addOne(g);
+                });
+                assertFalse(r.answer().isError(), String.valueOf(r.answer().error()));
             }
-            return addOne(g);
-        });
-        assertFalse(a.answer().isError());
+        }
     }
 
     @Test

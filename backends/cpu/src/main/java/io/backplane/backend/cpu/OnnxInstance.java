@@ -304,13 +304,8 @@ final class OnnxInstance implements ModelInstance {
             }
             return OnnxTensor.createTensor(Ort.environment(), strings, shape);
         }
+        // native and aligned, as ORT reads it: a lone request's own memory in place, else one copy in the arena
         MemorySegment data = group.stack(input.name(), arena);
-        if (!data.isNative() || data.address() % input.dataType().byteSize() != 0) {
-            MemorySegment copy = arena.allocate(data.byteSize(), 64); // ORT reads native, aligned memory
-            MemorySegment.copy(data, 0, copy, 0, data.byteSize());
-            data = copy;
-        }
-        // a lone request's own memory is handed to ORT in place: the request owns it until it is answered
         return OrtTypes.create(Ort.environment(), data.asByteBuffer().order(ByteOrder.nativeOrder()), shape, input.dataType());
     }
 

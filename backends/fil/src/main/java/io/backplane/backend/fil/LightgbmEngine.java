@@ -85,11 +85,7 @@ final class LightgbmEngine implements TreeEngine {
     @Override
     public float[] predict(MemorySegment data, int rows) {
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment x = data;
-            if (!x.isNative()) {
-                x = arena.allocate(data.byteSize(), 64);
-                x.copyFrom(data);
-            }
+            MemorySegment x = data; // RowBatch.stack: native memory, aligned to the element size
             MemorySegment len = arena.allocate(ValueLayout.JAVA_LONG);
             MemorySegment result = arena.allocate(ValueLayout.JAVA_DOUBLE, (long) rows * groups);
             int rc = lightgbmlib.LGBM_BoosterPredictForMat(handle, new VoidPtr(x.address()), C_API_DTYPE_FLOAT32, rows, features, 1,

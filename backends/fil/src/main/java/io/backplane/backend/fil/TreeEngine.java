@@ -17,7 +17,8 @@ interface TreeEngine extends AutoCloseable {
 
     /**
      * The library's own predictions for {@code rows} rows of {@link #features()} FP32 values,
-     * row-major, little-endian, NaN meaning missing: {@code rows × groups()} values.
+     * row-major, little-endian, NaN meaning missing, in native memory aligned to 4 bytes (what
+     * {@code RowBatch.stack} returns): {@code rows × groups()} values.
      */
     float[] predict(MemorySegment data, int rows) throws Exception;
 

@@ -27,6 +27,12 @@ final class XgboostEngine implements TreeEngine {
 
     static XgboostEngine load(Path file, ModelType type, String model) throws XGBoostError {
         NativeLibraries.xgboost();
+        ModelType found = formatOf(file);
+        if (found != type) {
+            throw BackplaneException.invalid("model '" + model + "': " + file.getFileName() + " is an XGBoost " + describe(found)
+                    + " file but model_type is '" + type.value + "'; set model_type to '" + found.value + "' (XGBoost would otherwise read it"
+                    + " by its content, whatever the config says)");
+        }
         Booster b;
         try {
             b = XGBoost.loadModel(file.toString());
@@ -44,6 +50,44 @@ final class XgboostEngine implements TreeEngine {
             b.dispose();
             throw e;
         }
+    }
+
+    /**
+     * The format of an XGBoost model file, from its first bytes: JSON text starts with an object
+     * (whitespace, then a quote or a closing brace after its '{'); UBJSON also starts with '{' but a
+     * type marker follows it; anything else is the legacy binary format.
+     */
+    static ModelType formatOf(Path file) throws java.io.UncheckedIOException {
+        byte[] head = new byte[64];
+        int n;
+        try (java.io.InputStream in = java.nio.file.Files.newInputStream(file)) {
+            n = in.readNBytes(head, 0, head.length);
+        } catch (java.io.IOException e) {
+            throw BackplaneException.invalid("cannot read model file " + file + ": " + e.getMessage());
+        }
+        int i = 0;
+        while (i < n && Character.isWhitespace(head[i])) {
+            i++;
+        }
+        if (i >= n || head[i] != '{') {
+            return ModelType.XGBOOST;
+        }
+        int j = i + 1;
+        while (j < n && Character.isWhitespace(head[j])) {
+            j++;
+        }
+        if (j < n && (head[j] == '"' || head[j] == '}')) {
+            return ModelType.XGBOOST_JSON;
+        }
+        return ModelType.XGBOOST_UBJ;
+    }
+
+    private static String describe(ModelType t) {
+        return switch (t) {
+            case XGBOOST_JSON -> "JSON";
+            case XGBOOST_UBJ -> "UBJSON";
+            default -> "legacy binary";
+        };
     }
 
     private static String firstLine(String s) {

@@ -86,6 +86,13 @@ class FilLoadErrorsTest {
     }
 
     @Test
+    void xgboostFileOfAnotherFormatThanModelType_namesTheFormatToSet() throws Exception {
+        BackplaneException e = loadFails("json_as_ubj", FilRepository.config("xgboost_ubj", 8, 2, true, true, "", ""), "xgboost.ubj", json);
+        assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
+        assertTrue(e.getMessage().contains("JSON") && e.getMessage().contains("set model_type to 'xgboost_json'"), e.getMessage());
+    }
+
+    @Test
     void badParameterValue_namesIt() throws Exception {
         BackplaneException e = loadFails("bad_bool", FilRepository.config("xgboost_json", 8, 2, true, true, "", "").replace(
                 "string_value: \"true\" } },\n  { key: \"predict_proba\"", "string_value: \"yes\" } },\n  { key: \"predict_proba\""), "xgboost.json", json);

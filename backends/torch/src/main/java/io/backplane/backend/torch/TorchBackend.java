@@ -106,7 +106,8 @@ final class TorchBackend implements Backend {
         String fileName = config.defaultModelFilename().isEmpty() ? "model.pt" : config.defaultModelFilename();
         Path file = ctx.checkedFile(ctx.versionDirectory().resolve(fileName), "default_model_filename");
         if (!Files.isRegularFile(file)) {
-            throw BackplaneException.notFound("model '" + ctx.name() + "' version " + ctx.version() + ": no TorchScript file " + file
+            // INVALID_ARGUMENT, not NOT_FOUND: the model exists, its files are incomplete (NOT_FOUND would answer 404 "no such model")
+            throw BackplaneException.invalid("model '" + ctx.name() + "' version " + ctx.version() + ": no TorchScript file " + file
                     + "; save one with torch.jit.save (or name another file with default_model_filename)");
         }
         Optional<List<String>> args = ForwardSignature.read(file);

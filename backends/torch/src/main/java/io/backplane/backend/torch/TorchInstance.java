@@ -23,6 +23,7 @@ import java.lang.foreign.MemorySegment;
 import java.nio.ByteOrder;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -160,6 +161,12 @@ final class TorchInstance implements ModelInstance {
                     + group.request(0).id() + " does not have");
         }
         MemorySegment data = group.stack(tc.name(), arena);
+        Tensor own = group.input(0, tc.name());
+        if (group.size() == 1 && own != null && own.data().isNative() && own.data().address() == data.address()) {
+            // libtorch wraps native memory in place (from_blob): a model's in-place op (x /= 255) would write into the
+            // client's memory (a shared-memory region, another step's output). Triton copies inputs; so does this backend.
+            data = arena.allocate(data.byteSize(), 64).copyFrom(data);
+        }
         long[] shape = group.shape(tc.name());
         if (tc.reshape() != null) {
             List<Long> re = tc.reshape();
@@ -185,10 +192,15 @@ final class TorchInstance implements ModelInstance {
                             : "TYPE_" + type.name()) + " for it");
         }
         long[] shape = t.getShape().getShape();
+        if (config.batches() && oc.reshape() == null && (shape.length == 0 || shape[0] != rows)) {
+            throw BackplaneException.internal("model '" + model + "': output '" + oc.name() + "' came back with shape " + Arrays.toString(shape)
+                    + " for a batch of " + rows + " rows; a batching model's outputs keep the batch as their first dimension (or set"
+                    + " max_batch_size: 0)");
+        }
         return Tensor.ofRaw(oc.name(), type, outShape(oc, shape, config.batches() ? rows : -1), t.toByteArray());
     }
 
-    /** The shape a client sees: the model's, its batch dimension replaced by the request's rows; config dims where the output is reshaped. */
+    /** The shape of the group's output: the model's; the config's dims (after the batch's rows) where the output is reshaped. */
     private static long[] outShape(TensorConfig oc, long[] modelShape, int rows) {
         boolean reshaped = oc.reshape() != null && oc.dims().stream().allMatch(d -> d >= 0);
         if (reshaped) {
@@ -202,11 +214,7 @@ final class TorchInstance implements ModelInstance {
             }
             return s;
         }
-        long[] s = modelShape.clone();
-        if (rows >= 0) {
-            s[0] = rows;
-        }
-        return s;
+        return modelShape.clone(); // a batching model's first dimension is the batch's rows (checked above); RowBatch splits it
     }
 
     private static String firstLine(Throwable e) {
