@@ -60,8 +60,8 @@ final class FilBackend implements Backend {
                     + ", which does not exist; put the model there (or name its file with default_model_filename)");
         }
         TreeEngine engine = switch (fil.modelType()) {
-            case LIGHTGBM -> LightgbmEngine.load(file, name);
-            case XGBOOST, XGBOOST_JSON, XGBOOST_UBJ -> XgboostEngine.load(file, fil.modelType(), name);
+            case LIGHTGBM -> LightgbmEngine.load(file, name, fil.threads());
+            case XGBOOST, XGBOOST_JSON, XGBOOST_UBJ -> XgboostEngine.load(file, fil.modelType(), name, fil.threads());
         };
         try {
             long declaredIn = input.dims().getLast();

@@ -11,7 +11,8 @@ import org.jspecify.annotations.Nullable;
  * A fil model's parameters, read from {@code config.pbtxt} the way Triton's FIL backend reads
  * them (every value a string): {@code model_type} (default {@code xgboost}), {@code output_class}
  * or its newer name {@code is_classifier} (default false), {@code predict_proba} (default false)
- * and {@code threshold} (default 0.5). Performance parameters of FIL's GPU path
+ * and {@code threshold} (default 0.5); {@code cpu_nthread}, the threads one prediction may use
+ * (default 0: the library's default, every core; the name FIL's CPU path uses). Performance parameters of FIL's GPU path
  * ({@code threads_per_tree}, {@code storage_type}, {@code algo}, {@code blocks_per_sm},
  * {@code transfer_threshold}, {@code use_experimental_optimizations}) change no output and are
  * accepted and ignored.
@@ -20,8 +21,9 @@ import org.jspecify.annotations.Nullable;
  * @param classifier whether the model is a classifier (outputs a class or class scores)
  * @param predictProba whether a classifier outputs a score per class instead of the class
  * @param threshold the positive-class threshold of a binary classifier without predict_proba
+ * @param threads the threads one prediction may use, 0 for the library's default
  */
-record FilConfig(ModelType modelType, boolean classifier, boolean predictProba, float threshold) {
+record FilConfig(ModelType modelType, boolean classifier, boolean predictProba, float threshold, int threads) {
     static FilConfig of(ModelConfig config) {
         Map<String, String> p = config.parameters();
         String model = config.name();
@@ -50,7 +52,21 @@ record FilConfig(ModelType modelType, boolean classifier, boolean predictProba, 
             throw new BackplaneException(ErrorCode.UNSUPPORTED, "model '" + model
                     + "': the fil backend does not compute SHAP values (treeshap_output); remove that output");
         }
-        return new FilConfig(type, classifier, proba != null && proba, threshold);
+        int threads = 0;
+        String n = p.get("cpu_nthread");
+        if (n != null) {
+            try {
+                threads = Integer.parseInt(n.strip());
+            } catch (NumberFormatException e) {
+                threads = -2;
+            }
+            if (threads < -1) {
+                throw BackplaneException.invalid("model '" + model + "': parameter cpu_nthread is '" + n + "'; use a number of threads per"
+                        + " prediction, e.g. 1 (with several instances), or -1 for every core");
+            }
+            threads = Math.max(0, threads);
+        }
+        return new FilConfig(type, classifier, proba != null && proba, threshold, threads);
     }
 
     private static @Nullable Boolean bool(Map<String, String> p, String key, String model) {

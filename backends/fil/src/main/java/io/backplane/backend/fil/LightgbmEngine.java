@@ -29,14 +29,17 @@ final class LightgbmEngine implements TreeEngine {
     private final SWIGTYPE_p_void handle;
     private final int features;
     private final int groups;
+    /** LightGBM's prediction parameters: {@code num_threads=N} for cpu_nthread, else none. */
+    private final String predictParameters;
 
-    private LightgbmEngine(SWIGTYPE_p_void handle, int features, int groups) {
+    private LightgbmEngine(SWIGTYPE_p_void handle, int features, int groups, String predictParameters) {
         this.handle = handle;
         this.features = features;
         this.groups = groups;
+        this.predictParameters = predictParameters;
     }
 
-    static LightgbmEngine load(Path file, String model) throws IOException {
+    static LightgbmEngine load(Path file, String model, int threads) throws IOException {
         NativeLibraries.lightgbm();
         String text = Files.readString(file, StandardCharsets.UTF_8);
         SWIGTYPE_p_p_void out = lightgbmlib.new_voidpp();
@@ -48,7 +51,7 @@ final class LightgbmEngine implements TreeEngine {
             }
             SWIGTYPE_p_void handle = lightgbmlib.voidpp_value(out);
             try {
-                return new LightgbmEngine(handle, intOf(handle, true), intOf(handle, false));
+                return new LightgbmEngine(handle, intOf(handle, true), intOf(handle, false), threads > 0 ? "num_threads=" + threads : "");
             } catch (RuntimeException e) {
                 lightgbmlib.LGBM_BoosterFree(handle);
                 throw e;
@@ -89,7 +92,7 @@ final class LightgbmEngine implements TreeEngine {
             MemorySegment len = arena.allocate(ValueLayout.JAVA_LONG);
             MemorySegment result = arena.allocate(ValueLayout.JAVA_DOUBLE, (long) rows * groups);
             int rc = lightgbmlib.LGBM_BoosterPredictForMat(handle, new VoidPtr(x.address()), C_API_DTYPE_FLOAT32, rows, features, 1,
-                    C_API_PREDICT_NORMAL, 0, -1, "", new LongPtr(len.address()), new DoublePtr(result.address()));
+                    C_API_PREDICT_NORMAL, 0, -1, predictParameters, new LongPtr(len.address()), new DoublePtr(result.address()));
             if (rc != 0) {
                 throw BackplaneException.internal("LightGBM could not predict " + rows + " row(s): " + lightgbmlib.LGBM_GetLastError());
             }

@@ -25,7 +25,7 @@ final class XgboostEngine implements TreeEngine {
         this.groups = groups;
     }
 
-    static XgboostEngine load(Path file, ModelType type, String model) throws XGBoostError {
+    static XgboostEngine load(Path file, ModelType type, String model, int threads) throws XGBoostError {
         NativeLibraries.xgboost();
         ModelType found = formatOf(file);
         if (found != type) {
@@ -41,6 +41,9 @@ final class XgboostEngine implements TreeEngine {
                     + type.value + " (" + firstLine(e.getMessage()) + "); check that the file is an XGBoost model saved in that format");
         }
         try {
+            if (threads > 0) {
+                b.setParam("nthread", Integer.toString(threads));
+            }
             int features = Math.toIntExact(b.getNumFeature());
             float[] nan = new float[features];
             java.util.Arrays.fill(nan, Float.NaN);

@@ -28,8 +28,11 @@ import org.slf4j.LoggerFactory;
  * here, served by the fil backend in an embedded host, beside xgboost4j called directly on the same
  * model file ({@code Booster.inplace_predict}, the call the backend makes).
  * <ul>
- *   <li>{@code direct} vs {@code host}: one caller, requests of 1 and of 256 rows, alternating
- *       round by round; the ratio is host/direct per call (lower is better, 1.00 = no overhead);</li>
+ *   <li>{@code direct} vs {@code host} vs {@code host-cr}: one caller, requests of 1 and of 256 rows,
+ *       alternating round by round; the ratio is host/direct per call (lower is better, 1.00 = no
+ *       overhead). {@code host} hands each request to the instance's worker thread and back (two
+ *       thread wake-ups); {@code host-cr} is a host built with {@code callerRuns(true)}, which runs
+ *       the model on the calling thread when an instance is idle;</li>
  *   <li>{@code batched} vs {@code unbatched}: 32 callers of one row each, the same model with
  *       {@code dynamic_batching} and without (max_batch_size 0 is not FIL's; "without" is the same
  *       config lacking {@code dynamic_batching}), throughput in rows/s.</li>
@@ -51,9 +54,10 @@ public final class FilBenchmark {
 
     public static void main(String[] args) throws Exception {
         double seconds = args.length > 0 ? Double.parseDouble(args[0]) : 3;
+        int threads = args.length > 1 ? Integer.parseInt(args[1]) : 0;
         Path dir = Files.createTempDirectory("fil-bench");
         try {
-            run(dir, seconds);
+            run(dir, seconds, threads);
         } finally {
             try (var files = Files.walk(dir)) {
                 files.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
@@ -61,7 +65,7 @@ public final class FilBenchmark {
         }
     }
 
-    private static void run(Path dir, double seconds) throws Exception {
+    private static void run(Path dir, double seconds, int threads) throws Exception {
         byte[] model = train();
         Path repo = dir.resolve("models");
         String base = """
@@ -71,36 +75,45 @@ public final class FilBenchmark {
                 output [ { name: "output__0" data_type: TYPE_FP32 dims: [ 1 ] } ]
                 instance_group [ { kind: KIND_CPU count: %d } ]
                 parameters [ { key: "model_type" value: { string_value: "xgboost_json" } },
-                             { key: "output_class" value: { string_value: "false" } } ]
+                             { key: "output_class" value: { string_value: "false" } },
+                             { key: "cpu_nthread" value: { string_value: "%d" } } ]
                 %s
                 """;
-        FilRepository.write(repo, "trees", base.formatted(FEATURES, 1, ""), "xgboost.json", model);
-        FilRepository.write(repo, "trees_unbatched", base.formatted(FEATURES, 2, ""), "xgboost.json", model);
-        FilRepository.write(repo, "trees_batched", base.formatted(FEATURES, 2, "dynamic_batching { max_queue_delay_microseconds: 500 }"),
+        FilRepository.write(repo, "trees", base.formatted(FEATURES, 1, threads, ""), "xgboost.json", model);
+        FilRepository.write(repo, "trees_unbatched", base.formatted(FEATURES, 2, threads, ""), "xgboost.json", model);
+        FilRepository.write(repo, "trees_batched", base.formatted(FEATURES, 2, threads, "dynamic_batching { max_queue_delay_microseconds: 500 }"),
                 "xgboost.json", model);
         Booster direct = XGBoost.loadModel(repo.resolve("trees/1/xgboost.json").toString());
+        if (threads > 0) {
+            direct.setParam("nthread", Integer.toString(threads)); // the same threads as the served model
+        }
         float[] rows = TreeModels.rows(11, 256 * FEATURES / TreeModels.FEATURES); // any values; NaN-free is not required
         float[] x256 = new float[256 * FEATURES];
         for (int i = 0; i < x256.length; i++) {
             x256[i] = rows[i % rows.length];
         }
-        try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).backend(new FilBackendFactory()).build()) {
+        try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).backend(new FilBackendFactory()).build();
+                BackplaneHost callerRuns = BackplaneHost.builder().modelRepository(repo).backend(new FilBackendFactory()).callerRuns(true).build()) {
             StringBuilder out = new StringBuilder();
-            out.append(String.format(Locale.ROOT, "%n| rows/request | direct µs/call | host µs/call | host/direct |%n|---|---|---|---|%n"));
+            out.append(String.format(Locale.ROOT, "%n| rows/request | direct µs/call | host µs/call | host/direct | host-cr µs/call | host-cr/direct |%n"
+                    + "|---|---|---|---|---|---|%n"));
             for (int n : new int[] {1, 256}) {
                 float[] x = java.util.Arrays.copyOf(x256, n * FEATURES);
                 InferenceRequest req = InferenceRequest.builder("trees").input(Tensor.ofFloats("input__0", new long[] {n, FEATURES}, x)).build();
                 double d = 0;
                 double h = 0;
-                for (int round = 0; round < 4; round++) { // alternate, so that other load hits both alike; the first round warms up
-                    double dr = perCall(seconds / 2, () -> direct.inplace_predict(x, n, FEATURES, Float.NaN));
-                    double hr = perCall(seconds / 2, () -> check(host.infer(req).get(30, TimeUnit.SECONDS)));
+                double c = 0;
+                for (int round = 0; round < 4; round++) { // alternate, so that other load hits all alike; the first round warms up
+                    double dr = perCall(seconds / 3, () -> direct.inplace_predict(x, n, FEATURES, Float.NaN));
+                    double hr = perCall(seconds / 3, () -> check(host.infer(req).get(30, TimeUnit.SECONDS)));
+                    double cr = perCall(seconds / 3, () -> check(callerRuns.infer(req).get(30, TimeUnit.SECONDS)));
                     if (round > 0) {
                         d += dr / 3;
                         h += hr / 3;
+                        c += cr / 3;
                     }
                 }
-                out.append(String.format(Locale.ROOT, "| %d | %.1f | %.1f | %.3f |%n", n, d / 1e3, h / 1e3, h / d));
+                out.append(String.format(Locale.ROOT, "| %d | %.1f | %.1f | %.3f | %.1f | %.3f |%n", n, d / 1e3, h / 1e3, h / d, c / 1e3, c / d));
             }
             double unbatched = 0;
             double batched = 0;
@@ -114,7 +127,7 @@ public final class FilBenchmark {
             }
             out.append(String.format(Locale.ROOT, "%n| 32 callers, 1 row each | rows/s |%n|---|---|%n| without dynamic_batching | %.0f |%n"
                     + "| with dynamic_batching | %.0f |%n| ratio | %.2f× |%n", unbatched, batched, batched / unbatched));
-            LOG.info("FilBenchmark ({} trees, {} features, {} s per measurement):{}", TREES, FEATURES, seconds, out);
+            LOG.info("FilBenchmark ({} trees, {} features, cpu_nthread {}, {} s per measurement):{}", TREES, FEATURES, threads, seconds, out);
         } finally {
             direct.dispose();
         }

@@ -93,6 +93,14 @@ class FilLoadErrorsTest {
     }
 
     @Test
+    void badThreadCount_namesIt() throws Exception {
+        BackplaneException e = loadFails("bad_threads", FilRepository.config("xgboost_json", 8, 2, true, true,
+                ",\n  { key: \"cpu_nthread\" value: { string_value: \"many\" } }", ""), "xgboost.json", json);
+        assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
+        assertTrue(e.getMessage().contains("cpu_nthread is 'many'"), e.getMessage());
+    }
+
+    @Test
     void badParameterValue_namesIt() throws Exception {
         BackplaneException e = loadFails("bad_bool", FilRepository.config("xgboost_json", 8, 2, true, true, "", "").replace(
                 "string_value: \"true\" } },\n  { key: \"predict_proba\"", "string_value: \"yes\" } },\n  { key: \"predict_proba\""), "xgboost.json", json);

@@ -57,6 +57,8 @@ class FilOutputEqualityTest {
         write("xgb_class", FilRepository.config("xgboost_ubj", f, 1, true, false, ",\n  { key: \"threshold\" value: { string_value: \"0.3\" } }", ""),
                 "xgboost.ubj", classifier.toByteArray("ubj"));
         write("xgb_regression", FilRepository.config("xgboost_ubj", f, 1, false, false, "", ""), "xgboost.ubj", regressor.toByteArray("ubj"));
+        write("xgb_one_thread", FilRepository.config("xgboost_ubj", f, 1, false, false, ",\n  { key: \"cpu_nthread\" value: { string_value: \"1\" } }",
+                ""), "xgboost.ubj", regressor.toByteArray("ubj"));
         try {
             byte[] legacy = regressor.toByteArray("deprecated");
             write("xgb_legacy", FilRepository.config("xgboost", f, 1, false, false, "", ""), "xgboost.model", legacy);
@@ -143,6 +145,12 @@ class FilOutputEqualityTest {
     void xgboostUbj_regressor_equalsXgboost4j() throws Exception {
         float[] rows = TreeModels.rows(1003, 50);
         assertArrayEquals(TreeModels.predict(regressor, rows), serve("xgb_regression", rows));
+    }
+
+    @Test
+    void cpuNthread_changesNoOutput() throws Exception {
+        float[] rows = TreeModels.rows(1004, 50);
+        assertArrayEquals(TreeModels.predict(regressor, rows), serve("xgb_one_thread", rows));
     }
 
     @Test
