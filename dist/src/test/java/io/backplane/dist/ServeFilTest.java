@@ -285,7 +285,7 @@ class ServeFilTest {
         return keep;
     }
 
-    private static void assertClose(double[] expected, float[] got, String what) {
+    static void assertClose(double[] expected, float[] got, String what) {
         assertEquals(expected.length, got.length, what + ": values");
         for (int i = 0; i < expected.length; i++) {
             assertEquals(expected[i], got[i], 1e-6 * Math.max(1, Math.abs(expected[i])), what + ": value " + i);

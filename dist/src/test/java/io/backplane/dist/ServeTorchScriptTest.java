@@ -65,7 +65,7 @@ class ServeTorchScriptTest {
     Path dir;
 
     /** One tensor make_models.py wrote: torch's dtype name, shape and raw little-endian bytes. */
-    private record Saved(String dtype, long[] shape, byte[] bytes) {
+    record Saved(String dtype, long[] shape, byte[] bytes) {
         String datatype() {
             return switch (dtype) {
                 case "float32" -> "FP32";
@@ -88,7 +88,7 @@ class ServeTorchScriptTest {
     }
 
     /** Traces the models into dir/made with the model environment's torch; skips where it is missing. */
-    private Path makeModels() throws Exception {
+    static Path makeModels(Path dir) throws Exception {
         String env = System.getenv("BACKPLANE_MODEL_ENV");
         Path envDir = env != null && !env.isBlank() ? Path.of(env) : Path.of(System.getProperty("user.home"), ".cache/backplane/model-env");
         Path python = envDir.resolve("bin/python");
@@ -108,13 +108,13 @@ class ServeTorchScriptTest {
         return out;
     }
 
-    private void model(Path repo, Path made, String name, String config) throws IOException {
+    static void model(Path repo, Path made, String name, String config) throws IOException {
         Path d = Files.createDirectories(repo.resolve(name).resolve("1"));
         Files.copy(made.resolve(name).resolve("model.pt"), d.resolve("model.pt"));
         Files.writeString(repo.resolve(name).resolve("config.pbtxt"), "name: \"" + name + "\"\n" + config);
     }
 
-    private static Map<String, Saved> tensors(Path made, String model) throws IOException {
+    static Map<String, Saved> tensors(Path made, String model) throws IOException {
         Path d = made.resolve(model);
         Map<String, Saved> out = new LinkedHashMap<>();
         for (String line : Files.readAllLines(d.resolve("shapes.txt"))) {
@@ -128,7 +128,7 @@ class ServeTorchScriptTest {
     @Test
     void serve_tracedTorchScriptModels_restAndGrpcEqualTorch_leavesNoTemporaryFiles() throws Exception {
         Assumptions.assumeTrue(Files.isDirectory(DIST.resolve("backends/pytorch")), "the layout has no pytorch backend (backends/pytorch/)");
-        Path made = makeModels();
+        Path made = makeModels(dir);
         Path repo = dir.resolve("repo");
         model(repo, made, "tiny_conv", """
                 platform: "pytorch_libtorch"
@@ -190,7 +190,7 @@ class ServeTorchScriptTest {
         assertEquals(Set.of(), appeared, "new jna/djl/torch entries in /tmp while the server ran (java.io.tmpdir and TMPDIR were " + tmp + ")");
     }
 
-    private static JsonNode rest(HttpClient http, String url, String input, Saved t) throws Exception {
+    static JsonNode rest(HttpClient http, String url, String input, Saved t) throws Exception {
         ObjectNode body = JSON.createObjectNode();
         ObjectNode in = body.putArray("inputs").addObject();
         in.put("name", input).put("datatype", t.datatype());
@@ -210,7 +210,7 @@ class ServeTorchScriptTest {
         return JSON.readTree(r.body());
     }
 
-    private static void assertOutput(JsonNode response, String name, Saved want, ServeProcess s) {
+    static void assertOutput(JsonNode response, String name, Saved want, ServeProcess s) {
         for (JsonNode o : response.get("outputs")) {
             if (!o.get("name").asText().equals(name)) {
                 continue;
@@ -240,13 +240,13 @@ class ServeTorchScriptTest {
         throw new AssertionError("no output " + name + " in " + response + "\n" + s.output());
     }
 
-    private static ModelInferRequest grpcRequest(String model, String input, Saved t) {
+    static ModelInferRequest grpcRequest(String model, String input, Saved t) {
         ModelInferRequest.InferInputTensor.Builder in = ModelInferRequest.InferInputTensor.newBuilder().setName(input).setDatatype(t.datatype());
         Arrays.stream(t.shape()).forEach(in::addShape);
         return ModelInferRequest.newBuilder().setModelName(model).addInputs(in).addRawInputContents(ByteString.copyFrom(t.bytes())).build();
     }
 
-    private static void assertOutput(ModelInferResponse response, String name, Saved want) {
+    static void assertOutput(ModelInferResponse response, String name, Saved want) {
         for (int i = 0; i < response.getOutputsCount(); i++) {
             ModelInferResponse.InferOutputTensor o = response.getOutputs(i);
             if (!o.getName().equals(name)) {
