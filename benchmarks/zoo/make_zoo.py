@@ -144,17 +144,18 @@ class BertOutputs:
 
 # ------------------------------------------------------------------------------------ config.pbtxt
 
-def resnet_config(name, size):
+def resnet_config(name, size, platform="onnxruntime_onnx", inp="input", out="logits", fmt=" format: FORMAT_NCHW"):
+    """The ResNet-50 config: ONNX's tensor names by default; TorchScript's (INPUT__0, OUTPUT__0) through resnet_pt_config."""
     img = RESNET_IMAGE[size]
     classes = RESNET_CLASSES[size]
     return f'''name: "{name}"
-platform: "onnxruntime_onnx"
+platform: "{platform}"
 max_batch_size: {MAX_BATCH[size]}
 input [
-  {{ name: "input" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 3, {img}, {img} ] }}
+  {{ name: "{inp}" data_type: TYPE_FP32{fmt} dims: [ 3, {img}, {img} ] }}
 ]
 output [
-  {{ name: "logits" data_type: TYPE_FP32 dims: [ {classes} ] }}
+  {{ name: "{out}" data_type: TYPE_FP32 dims: [ {classes} ] }}
 ]
 instance_group [ {{ count: 1 kind: KIND_CPU }} ]
 dynamic_batching {{
@@ -165,37 +166,14 @@ model_warmup [
   {{
     name: "random_image"
     batch_size: 1
-    inputs {{ key: "input" value: {{ data_type: TYPE_FP32 dims: [ 3, {img}, {img} ] random_data: true }} }}
+    inputs {{ key: "{inp}" value: {{ data_type: TYPE_FP32 dims: [ 3, {img}, {img} ] random_data: true }} }}
   }}
 ]
 '''
 
 
 def resnet_pt_config(name, size):
-    img = RESNET_IMAGE[size]
-    classes = RESNET_CLASSES[size]
-    return f'''name: "{name}"
-platform: "pytorch_libtorch"
-max_batch_size: {MAX_BATCH[size]}
-input [
-  {{ name: "INPUT__0" data_type: TYPE_FP32 dims: [ 3, {img}, {img} ] }}
-]
-output [
-  {{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ {classes} ] }}
-]
-instance_group [ {{ count: 1 kind: KIND_CPU }} ]
-dynamic_batching {{
-  preferred_batch_size: [ 4, 8 ]
-  max_queue_delay_microseconds: 2000
-}}
-model_warmup [
-  {{
-    name: "random_image"
-    batch_size: 1
-    inputs {{ key: "INPUT__0" value: {{ data_type: TYPE_FP32 dims: [ 3, {img}, {img} ] random_data: true }} }}
-  }}
-]
-'''
+    return resnet_config(name, size, platform="pytorch_libtorch", inp="INPUT__0", out="OUTPUT__0", fmt="")
 
 
 def bert_pt_config_pbtxt(name, size):
