@@ -44,7 +44,7 @@ class ModuleRulesTest {
     @Test
     void outsideTheCore_nothingUsesCoreInternals() {
         noClasses().that().resideOutsideOfPackage("io.backplane.core..").should().dependOnClassesThat().resideInAnyPackage(CORE_INTERNALS)
-                .because("the core exports only BackplaneHost and its builder, ModelControlMode and the config.pbtxt parser")
+                .because("the core exports only BackplaneHost and its builder, ModelControlMode, PluginDirectory and the config.pbtxt parser")
                 .check(classes);
     }
 

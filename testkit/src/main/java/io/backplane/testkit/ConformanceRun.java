@@ -4,8 +4,7 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 import io.backplane.core.BackplaneHost;
 import io.backplane.core.ModelControlMode;
-import io.backplane.core.plugin.PluginClassLoader;
-import io.backplane.core.plugin.PluginManager;
+import io.backplane.core.PluginDirectory;
 import io.backplane.spi.BackendFactory;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.InferenceRequest;
@@ -66,7 +65,7 @@ final class ConformanceRun {
     private static final Set<String> JDK_THREADS = Set.of("process reaper", "Common-Cleaner", "Attach Listener", "Signal Dispatcher");
 
     private final Hooks hooks;
-    private @Nullable PluginClassLoader plugin;
+    private @Nullable PluginDirectory plugin;
     private @Nullable Probe probe;
     private @Nullable BackplaneHost host;
     private Set<Thread> threadsBefore = Set.of();
@@ -122,11 +121,10 @@ final class ConformanceRun {
      * backend with native code (libtorch, xgboost4j) could not start again in the next test's loader.
      * Each test still gets fresh factories, backends and hosts from it.
      */
-    private static final ConcurrentMap<Path, PluginClassLoader> PLUGIN_LOADERS = new ConcurrentHashMap<>();
+    private static final ConcurrentMap<Path, PluginDirectory> PLUGIN_LOADERS = new ConcurrentHashMap<>();
 
-    private static PluginClassLoader pluginLoader(Path dir) {
-        return PLUGIN_LOADERS.computeIfAbsent(dir.toAbsolutePath().normalize(),
-                d -> PluginManager.openDirectory(d, ConformanceRun.class.getClassLoader()));
+    private static PluginDirectory pluginLoader(Path dir) {
+        return PLUGIN_LOADERS.computeIfAbsent(dir.toAbsolutePath().normalize(), PluginDirectory::open);
     }
 
     /**
@@ -134,11 +132,11 @@ final class ConformanceRun {
      * server loads it, when the test names one; else the one {@code backend()} registers in code.
      */
     BackendFactory factory() {
-        PluginClassLoader loader = plugin;
+        PluginDirectory loader = plugin;
         if (loader == null) {
             return hooks.backend();
         }
-        List<BackendFactory> found = PluginManager.backendFactories(loader);
+        List<BackendFactory> found = loader.backendFactories();
         for (BackendFactory f : found) {
             if (f.name().equals(backendName)) {
                 return f;
