@@ -189,7 +189,9 @@ public final class TorchBenchmark {
                         t.dataType() == DataType.INT64 ? ai.djl.ndarray.types.DataType.INT64 : ai.djl.ndarray.types.DataType.FLOAT32));
             }
             NDList out = p.predict(in);
-            out.get(0).toByteArray(); // the output copied out, as the backend does
+            for (ai.djl.ndarray.NDArray a : out) {
+                a.toByteArray(); // every output copied out, as the backend does
+            }
             out.close();
         }
     }
