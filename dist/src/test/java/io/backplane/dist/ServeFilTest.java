@@ -8,6 +8,7 @@ import com.google.protobuf.ByteString;
 import io.backplane.protocol.inference.GRPCInferenceServiceGrpc;
 import io.backplane.protocol.inference.ModelInferRequest;
 import io.backplane.protocol.inference.ModelInferResponse;
+import io.backplane.testkit.ModelEnvironment;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
@@ -177,9 +178,7 @@ class ServeFilTest {
 
     /** LightGBM's models from backends/fil/src/test/python/train_lightgbm.py, or null where the model environment lacks lightgbm. */
     static Path trainLightgbm(Path out) throws Exception {
-        String env = System.getenv("BACKPLANE_MODEL_ENV");
-        Path python = (env != null && !env.isBlank() ? Path.of(env) : Path.of(System.getProperty("user.home"), ".cache/backplane/model-env"))
-                .resolve("bin/python");
+        Path python = ModelEnvironment.python();
         if (!Files.isExecutable(python)) {
             return null;
         }

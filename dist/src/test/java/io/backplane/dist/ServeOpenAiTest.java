@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.backplane.testkit.ModelEnvironment;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -203,8 +204,7 @@ class ServeOpenAiTest {
     @BeforeAll
     void serve() throws Exception {
         Assumptions.assumeTrue(Files.isDirectory(ServeProcess.DIST.resolve("backends/python")), "the layout has no python backend");
-        String env = System.getenv("BACKPLANE_MODEL_ENV");
-        Path envDir = env != null && !env.isBlank() ? Path.of(env) : Path.of(System.getProperty("user.home"), ".cache/backplane/model-env");
+        Path envDir = ModelEnvironment.directory();
         python = envDir.resolve("bin/python");
         Assumptions.assumeTrue(Files.isExecutable(python), "no model environment at " + envDir + "; run tools/model-env.sh to make it");
         Process p = new ProcessBuilder(python.toString(), "-c", "import openai, numpy").redirectErrorStream(true).start();

@@ -12,6 +12,7 @@ import com.google.protobuf.ByteString;
 import io.backplane.protocol.inference.GRPCInferenceServiceGrpc;
 import io.backplane.protocol.inference.ModelInferRequest;
 import io.backplane.protocol.inference.ModelInferResponse;
+import io.backplane.testkit.ModelEnvironment;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
@@ -89,8 +90,7 @@ class ServeTorchScriptTest {
 
     /** Traces the models into dir/made with the model environment's torch; skips where it is missing. */
     static Path makeModels(Path dir) throws Exception {
-        String env = System.getenv("BACKPLANE_MODEL_ENV");
-        Path envDir = env != null && !env.isBlank() ? Path.of(env) : Path.of(System.getProperty("user.home"), ".cache/backplane/model-env");
+        Path envDir = ModelEnvironment.directory();
         Path python = envDir.resolve("bin/python");
         Assumptions.assumeTrue(Files.isExecutable(python), "no model environment at " + envDir + " (torch); run tools/model-env.sh to make it");
         Path script = REPO.resolve("backends/torch/src/test/resources/torch/make_models.py");

@@ -1,5 +1,6 @@
 package io.backplane.backend.fil;
 
+import io.backplane.testkit.ModelEnvironment;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -24,8 +25,7 @@ final class LightgbmModels {
     }
 
     static Path environment() {
-        String env = System.getenv("BACKPLANE_MODEL_ENV");
-        return env != null && !env.isBlank() ? Path.of(env) : Path.of(System.getProperty("user.home"), ".cache/backplane/model-env");
+        return ModelEnvironment.directory();
     }
 
     /** The folder of the trained models (see the script), made on first use; skips the caller where it cannot be made. */

@@ -9,6 +9,7 @@ import io.backplane.spi.DataType;
 import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.Tensor;
+import io.backplane.testkit.ModelEnvironment;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -37,9 +38,7 @@ class PythonTorchTest {
 
     @BeforeAll
     static void modelEnvironment() throws Exception {
-        String configured = System.getenv("BACKPLANE_MODEL_ENV");
-        Path dir = configured != null && !configured.isBlank() ? Path.of(configured)
-                : Path.of(System.getProperty("user.home"), ".cache", "backplane", "model-env");
+        Path dir = ModelEnvironment.directory();
         Path python = dir.resolve("bin/python");
         boolean ok = Files.isExecutable(python);
         if (ok) {

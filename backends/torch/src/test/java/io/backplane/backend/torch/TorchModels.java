@@ -1,5 +1,6 @@
 package io.backplane.backend.torch;
 
+import io.backplane.testkit.ModelEnvironment;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -28,8 +29,7 @@ final class TorchModels {
     }
 
     static Path environment() {
-        String env = System.getenv("BACKPLANE_MODEL_ENV");
-        return env != null && !env.isBlank() ? Path.of(env) : Path.of(System.getProperty("user.home"), ".cache/backplane/model-env");
+        return ModelEnvironment.directory();
     }
 
     /** The folder with one sub-folder per model (model.pt, in_i.bin, out_i.bin, shapes.txt); skips where torch is missing. */
