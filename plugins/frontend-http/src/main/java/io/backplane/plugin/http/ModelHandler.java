@@ -16,7 +16,8 @@ import java.util.List;
 /**
  * {@code GET /v2/models/<m>[/versions/<v>]}, {@code .../ready} and {@code .../config}: what a
  * client reads about one model. Owns the readiness answer's three cases, each the host's own
- * answer ({@code checkModelReady}, off the event loop): 200 ready; 404 when the repository does not
+ * answer ({@code checkModelReady}, off the event loop): 200 ready, with {@code {"name": …, "ready": true}}
+ * as KServe's servers answer; 404 when the repository does not
  * know the model; 503 naming the version when it is known but not ready, in Triton's words) and
  * the metadata's {@code platform} (the config's platform, else the backend's name).
  */
@@ -36,7 +37,13 @@ final class ModelHandler implements RestRoute {
             case "ready" -> service.checkModelReady(model, version).whenComplete((ready, e) -> {
                 try {
                     if (e == null && Boolean.TRUE.equals(ready)) {
-                        call.sendEmpty(HttpResponseStatus.OK);
+                        // KServe's servers answer this body; Triton's clients read only the status.
+                        call.sendJson(Json.write(g -> {
+                            g.writeStartObject();
+                            g.writeStringField("name", model);
+                            g.writeBooleanField("ready", true);
+                            g.writeEndObject();
+                        }));
                     } else {
                         call.reply().fail(notReady(model, version));
                     }

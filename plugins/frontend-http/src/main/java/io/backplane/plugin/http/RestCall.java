@@ -59,7 +59,12 @@ record RestCall(FullHttpRequest request, List<String> segments, String path, Rep
 
     /** Answers 200 with the JSON {@code body}. */
     void sendJson(ByteBuf body) {
-        reply.send(Responses.json(HttpResponseStatus.OK, body, reply.keepAlive));
+        sendJson(HttpResponseStatus.OK, body);
+    }
+
+    /** Answers {@code status} with the JSON {@code body}. */
+    void sendJson(HttpResponseStatus status, ByteBuf body) {
+        reply.send(Responses.json(status, body, reply.keepAlive));
     }
 
     /** Answers {@code status} with an empty body. */

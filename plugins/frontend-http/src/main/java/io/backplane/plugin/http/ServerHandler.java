@@ -14,7 +14,9 @@ import org.jspecify.annotations.Nullable;
  * {@code GET /v2} (server metadata) and {@code GET /v2/health/{live,ready}}. Owns what the
  * server reports of itself: its name (the host's {@code serverName()}), the extensions listed are exactly {@link Extensions#served} for what
  * this host offers, as the gRPC frontend reports them; the probes answer the host's own liveness
- * and readiness (200, or 503 with no body), so Kubernetes sees real model state.
+ * and readiness (200, or 503), so Kubernetes sees real model state, with the Open Inference Protocol's
+ * JSON bodies {@code {"live": true}} and {@code {"ready": true}} ({@code false} with the 503), which
+ * KServe's {@code InferenceRESTClient} parses; Triton's clients read only the status.
  */
 final class ServerHandler implements RestRoute {
     private final InferenceService service;
@@ -53,11 +55,19 @@ final class ServerHandler implements RestRoute {
         }
         call.requireMethod(HttpMethod.GET);
         if (seg.get(2).equals("live")) {
-            call.sendEmpty(service.isLive() ? HttpResponseStatus.OK : HttpResponseStatus.SERVICE_UNAVAILABLE);
+            probe(call, "live", service.isLive());
             return;
         }
         // The host's answer, which may wait for instances' readiness checks: answered when it comes, off the event loop.
-        service.checkReady().whenComplete((ok, e) -> call.sendEmpty(e == null && Boolean.TRUE.equals(ok)
-                ? HttpResponseStatus.OK : HttpResponseStatus.SERVICE_UNAVAILABLE));
+        service.checkReady().whenComplete((ok, e) -> probe(call, "ready", e == null && Boolean.TRUE.equals(ok)));
+    }
+
+    /** 200 {@code {"<field>": true}} or 503 {@code {"<field>": false}}. */
+    static void probe(RestCall call, String field, boolean yes) {
+        call.sendJson(yes ? HttpResponseStatus.OK : HttpResponseStatus.SERVICE_UNAVAILABLE, Json.write(g -> {
+            g.writeStartObject();
+            g.writeBooleanField(field, yes);
+            g.writeEndObject();
+        }));
     }
 }

@@ -100,8 +100,18 @@ class HttpFrontendTest {
 
     @Test
     void health_liveAndReady_ok() throws Exception {
-        assertEquals(200, get("/v2/health/live").statusCode());
-        assertEquals(200, get("/v2/health/ready").statusCode());
+        HttpResponse<String> live = get("/v2/health/live");
+        assertEquals(200, live.statusCode());
+        // The Open Inference Protocol's bodies, which KServe's InferenceRESTClient parses.
+        assertEquals(true, json(live).get("live").asBoolean(false), live.body());
+        assertEquals("application/json", live.headers().firstValue("content-type").orElse(""));
+        HttpResponse<String> ready = get("/v2/health/ready");
+        assertEquals(200, ready.statusCode());
+        assertEquals(true, json(ready).get("ready").asBoolean(false), ready.body());
+        HttpResponse<String> model = get("/v2/models/identity/ready");
+        assertEquals(200, model.statusCode());
+        assertEquals("identity", json(model).get("name").asText(), model.body());
+        assertEquals(true, json(model).get("ready").asBoolean(false), model.body());
     }
 
     @Test
@@ -531,7 +541,9 @@ class HttpFrontendTest {
     @Test
     void readiness_instancesDown_notReady_thenRecovers() throws Exception {
         backend.ready = false;
-        assertEquals(503, get("/v2/health/ready").statusCode());
+        HttpResponse<String> notReady = get("/v2/health/ready");
+        assertEquals(503, notReady.statusCode());
+        assertEquals(false, json(notReady).get("ready").asBoolean(true), notReady.body());
         assertEquals(503, get("/v2/models/identity/ready").statusCode());
         assertEquals(200, get("/v2/health/live").statusCode());
         backend.ready = true;
