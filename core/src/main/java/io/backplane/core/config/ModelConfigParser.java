@@ -1,6 +1,7 @@
 package io.backplane.core.config;
 
 import static io.backplane.core.config.ModelConfigValidator.error;
+import static java.util.Objects.requireNonNull;
 
 import com.google.protobuf.Descriptors.Descriptor;
 import com.google.protobuf.Descriptors.EnumDescriptor;
@@ -39,6 +40,7 @@ import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.function.Supplier;
@@ -143,7 +145,7 @@ public final class ModelConfigParser {
         if (text.startsWith("\uFEFF")) {
             text = text.substring(1); // a byte-order mark from Windows editors; TextFormat would reject it
         }
-        Parsed parsed = parseWithPositions(text, file.toString(), dirName, catalog);
+        Parsed parsed = parseWithPositions(text, file.toString(), dirName, catalog, modelDir);
         checkSpecificVersionsExist(parsed.config(), parsed.at(), modelDir);
         return parsed.config();
     }
@@ -163,21 +165,32 @@ public final class ModelConfigParser {
 
     /** As {@link #parse(String, String, String)}, resolving platforms and backend-read sections through {@code catalog}. */
     public static ModelConfig parse(String text, String sourceName, String expectedModelName, BackendCatalog catalog) {
-        return parseWithPositions(text, sourceName, expectedModelName, catalog).config();
+        return parseWithPositions(text, sourceName, expectedModelName, catalog, null).config();
+    }
+
+    /**
+     * As {@link #parse(String, String, String, BackendCatalog)} for the config of the model in
+     * {@code modelDir}: a config that names neither a backend nor a platform takes the backend of
+     * the model file in the highest version folder, as a folder without config.pbtxt does (Triton's
+     * auto-complete: a partial config, e.g. a repository-extension load whose config override holds
+     * only {@code max_batch_size}, is completed from the model's files).
+     */
+    public static ModelConfig parse(String text, String sourceName, String expectedModelName, BackendCatalog catalog, Path modelDir) {
+        return parseWithPositions(text, sourceName, expectedModelName, catalog, requireNonNull(modelDir, "modelDir is null")).config();
     }
 
     private record Parsed(ModelConfig config, SourcePositions at) {
     }
 
-    private static Parsed parseWithPositions(String text, String source, String expectedName, BackendCatalog catalog) {
+    private static Parsed parseWithPositions(String text, String source, String expectedName, BackendCatalog catalog, @Nullable Path modelDir) {
         try {
-            return parseChecked(text, source, expectedName, catalog);
+            return parseChecked(text, source, expectedName, catalog, modelDir);
         } catch (BackplaneException e) {
             throw ErrorText.bounded(e);
         }
     }
 
-    private static Parsed parseChecked(String text, String source, String expectedName, BackendCatalog catalog) {
+    private static Parsed parseChecked(String text, String source, String expectedName, BackendCatalog catalog, @Nullable Path modelDir) {
         RawConfigReader.Result raw = RawConfigReader.read(text);
         if (raw != null) {
             text = withoutBackendSections(text, raw, catalog);
@@ -193,6 +206,12 @@ public final class ModelConfigParser {
             parser.merge(text, builder);
         } catch (TextFormat.ParseException e) {
             throw translate(e, text, source);
+        }
+        if (modelDir != null && builder.getBackend().isEmpty() && builder.getPlatform().isEmpty()) {
+            backendFromFiles(modelDir, catalog).ifPresent(found -> {
+                LOG.info("{} names neither a backend nor a platform; inferred backend '{}' from {}", source, found.backend(), found.file());
+                builder.setBackend(found.backend());
+            });
         }
         io.backplane.protocol.inference.ModelConfig proto = builder.build();
         TextFormatParseInfoTree built = tree.build();
@@ -580,16 +599,44 @@ public final class ModelConfigParser {
             throw new BackplaneException(ErrorCode.INVALID_ARGUMENT, "cannot list " + versionDir + ": " + e, e);
         }
         Map<String, String> byFile = catalog.modelFileBackends();
-        for (Map.Entry<String, String> e : byFile.entrySet()) {
-            if (files.contains(e.getKey())) {
-                ModelConfig c = ModelConfig.builder(dirName).backend(e.getValue()).build();
-                ModelConfigValidator.validate(c, missing.toString());
-                LOG.info("{} has no {}; inferred backend '{}' from {}", modelDir, CONFIG_FILE, e.getValue(), versionDir.resolve(e.getKey()));
-                return c;
-            }
+        Optional<Found> found = backendIn(versionDir, files, byFile);
+        if (found.isPresent()) {
+            ModelConfig c = ModelConfig.builder(dirName).backend(found.get().backend()).build();
+            ModelConfigValidator.validate(c, missing.toString());
+            LOG.info("{} has no {}; inferred backend '{}' from {}", modelDir, CONFIG_FILE, found.get().backend(), found.get().file());
+            return c;
         }
         files.sort(null);
         throw BackplaneException.invalid(missing + ": not found, and " + versionDir + " holds none of the model files the installed backends"
                 + " declare " + byFile.keySet() + " (found " + files + "); add a config.pbtxt naming the backend");
+    }
+
+    /** A backend and the model file it was inferred from. */
+    private record Found(String backend, Path file) {
+    }
+
+    /** The backend whose declared model file is in the highest version folder of {@code modelDir}, if any. */
+    private static Optional<Found> backendFromFiles(Path modelDir, BackendCatalog catalog) {
+        List<Long> versions = VersionFolders.scan(modelDir).versions();
+        if (versions.isEmpty()) {
+            return Optional.empty();
+        }
+        Path versionDir = modelDir.resolve(Long.toString(versions.getLast()));
+        List<String> files = new ArrayList<>();
+        try (DirectoryStream<Path> entries = Files.newDirectoryStream(versionDir)) {
+            entries.forEach(p -> files.add(p.getFileName().toString()));
+        } catch (IOException e) {
+            return Optional.empty(); // the validator's error names what to add
+        }
+        return backendIn(versionDir, files, catalog.modelFileBackends());
+    }
+
+    private static Optional<Found> backendIn(Path versionDir, List<String> files, Map<String, String> byFile) {
+        for (Map.Entry<String, String> e : byFile.entrySet()) {
+            if (files.contains(e.getKey())) {
+                return Optional.of(new Found(e.getValue(), versionDir.resolve(e.getKey())));
+            }
+        }
+        return Optional.empty();
     }
 }

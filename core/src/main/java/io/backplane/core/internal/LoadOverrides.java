@@ -82,7 +82,7 @@ final class LoadOverrides implements AutoCloseable {
                         + " repository; send its files as file:<version>/<name> parameters too");
             }
             repositoryFiles.checkModelFolder(repositoryFolder, name);
-            ModelConfig parsed = ModelConfigParser.parse(text, "load parameter 'config' of model '" + name + "'", name, catalog);
+            ModelConfig parsed = ModelConfigParser.parse(text, "load parameter 'config' of model '" + name + "'", name, catalog, repositoryFolder);
             VersionFolders folders = VersionFolders.scan(repositoryFolder);
             List<Long> served = parsed.versionPolicy().select(folders.versions());
             if (served.isEmpty()) {

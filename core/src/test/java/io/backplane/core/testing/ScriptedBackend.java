@@ -50,6 +50,8 @@ public final class ScriptedBackend implements BackendFactory {
     public volatile RuntimeException failCreateInstance;
     public volatile RuntimeException failClose;
     public volatile boolean ready = true;
+    /** The model file names {@link #capabilities()} declares (a folder holding one is this backend's); none by default. */
+    public volatile java.util.List<String> modelFileNames = java.util.List.of();
     /** What {@link #capabilities()} declares of its models' execute (R1: only then the built-in warm-up runs without asking). */
     public volatile boolean sideEffectFree;
     /** What {@link #capabilities()} declares as the backend's own warm-up model; null: none. */
@@ -89,7 +91,8 @@ public final class ScriptedBackend implements BackendFactory {
 
     @Override
     public io.backplane.spi.BackendCapabilities capabilities() {
-        io.backplane.spi.BackendCapabilities.Builder b = io.backplane.spi.BackendCapabilities.builder().sideEffectFreeExecute(sideEffectFree);
+        io.backplane.spi.BackendCapabilities.Builder b = io.backplane.spi.BackendCapabilities.builder().sideEffectFreeExecute(sideEffectFree)
+                .modelFileNames(modelFileNames.toArray(String[]::new));
         io.backplane.spi.WarmupModel w = warmupModel;
         return (w == null ? b : b.warmupModel(w)).build();
     }
