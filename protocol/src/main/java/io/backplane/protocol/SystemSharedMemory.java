@@ -115,12 +115,6 @@ public final class SystemSharedMemory implements AutoCloseable {
         if (offset < 0) {
             throw BackplaneException.invalid("shared-memory region '" + name + "': offset " + offset + " is negative");
         }
-        if (byteSize <= 0) {
-            throw BackplaneException.invalid("shared-memory region '" + name + "': byte_size " + byteSize + " must be positive");
-        }
-        if (offset > Long.MAX_VALUE - byteSize) {
-            throw BackplaneException.invalid("shared-memory region '" + name + "': offset " + offset + " + byte_size " + byteSize + " overflows");
-        }
         synchronized (this) {
             if (closed) {
                 throw BackplaneException.unavailable("shared-memory registry is closed");
@@ -134,7 +128,14 @@ public final class SystemSharedMemory implements AutoCloseable {
             Arena arena = Arena.ofShared();
             MemorySegment segment;
             try {
+                // The object is opened first, as Triton does, so a missing key is reported as missing whatever the sizes.
                 BasicFileAttributes attrs = Files.readAttributes(path, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+                if (byteSize <= 0) {
+                    throw BackplaneException.invalid("shared-memory region '" + name + "': byte_size " + byteSize + " must be positive");
+                }
+                if (offset > Long.MAX_VALUE - byteSize) {
+                    throw BackplaneException.invalid("shared-memory region '" + name + "': offset " + offset + " + byte_size " + byteSize + " overflows");
+                }
                 if (!attrs.isRegularFile()) {
                     throw BackplaneException.invalid("shared-memory key '" + key + "' is not a shared-memory object (a link or a folder)");
                 }
@@ -147,7 +148,9 @@ public final class SystemSharedMemory implements AutoCloseable {
                 }
             } catch (NoSuchFileException e) {
                 arena.close();
-                throw BackplaneException.invalid("shared-memory key '" + key + "' does not exist: create it (shm_open) before registering");
+                // Triton's sentence and code (INTERNAL, as its shared-memory manager answers and its QA tests expect).
+                throw BackplaneException.internal("Unable to open shared memory region: '" + key + "': no such shared-memory object;"
+                        + " create it (shm_open) before registering");
             } catch (IOException e) {
                 arena.close();
                 throw BackplaneException.invalid("shared-memory key '" + key + "' cannot be mapped: " + e.getMessage());

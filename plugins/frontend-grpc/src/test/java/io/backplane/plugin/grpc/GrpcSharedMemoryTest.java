@@ -117,4 +117,19 @@ class GrpcSharedMemoryTest {
         assertEquals(Status.Code.UNIMPLEMENTED, cuda.getStatus().getCode());
         assertTrue(cuda.getStatus().getDescription().contains("CUDA shared memory is not supported"));
     }
+
+    @Test
+    void register_missingObject_tritonsSentenceWhateverTheSize() {
+        // Triton's QA (python_grpc_aio_test) registers a missing "/test_shm" with byte_size 0 and expects
+        // INTERNAL "Unable to open shared memory region: '/test_shm'": the object is opened before sizes are checked.
+        String missing = "/backplane-test-missing-" + System.nanoTime();
+        for (long size : new long[] {0, 64}) {
+            StatusRuntimeException e = assertThrows(StatusRuntimeException.class, () -> client.systemSharedMemoryRegister(
+                    SystemSharedMemoryRegisterRequest.newBuilder().setName("test_shm").setKey(missing).setByteSize(size).build()));
+            assertEquals(Status.Code.INTERNAL, e.getStatus().getCode());
+            assertTrue(e.getStatus().getDescription().startsWith("Unable to open shared memory region: '" + missing + "'"),
+                    e.getStatus().getDescription());
+        }
+        assertEquals(0, client.systemSharedMemoryStatus(SystemSharedMemoryStatusRequest.getDefaultInstance()).getRegionsCount());
+    }
 }

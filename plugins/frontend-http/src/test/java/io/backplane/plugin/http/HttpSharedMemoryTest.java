@@ -123,8 +123,8 @@ class HttpSharedMemoryTest {
         assertTrue(traversal.body().contains("/../etc/passwd"), traversal.body());
         HttpResponse<String> missing = post("/v2/systemsharedmemory/region/r/register", "{\"key\":\"/backplane-test-missing-" + System.nanoTime()
                 + "\",\"byte_size\":10}");
-        assertEquals(400, missing.statusCode());
-        assertTrue(missing.body().contains("does not exist"), missing.body());
+        assertEquals(500, missing.statusCode(), "Triton's code for a missing object: INTERNAL");
+        assertTrue(missing.body().contains("Unable to open shared memory region: '/backplane-test-missing-"), missing.body());
         assertEquals(0, JSON.readTree(get("/v2/systemsharedmemory/status").body()).size());
     }
 
