@@ -220,4 +220,28 @@ class LoadOverrideTest {
         }
         assertEquals("OUT0", outputName("m"), "the model loaded before keeps serving its repository config");
     }
+
+    @Test
+    void loadWithPartialConfig_noBackend_completedFromTheModelFile() throws Exception {
+        // Triton's simple_grpc_model_control: load_model("simple", config='{"max_batch_size":"16"}') on a loaded model.
+        Path simple = Files.createDirectories(repo.resolve("simple").resolve("1"));
+        Files.writeString(simple.getParent().resolve("config.pbtxt"), """
+                backend: "testing"
+                max_batch_size: 8
+                input [{ name: "IN0" data_type: TYPE_FP32 dims: [-1] }]
+                output [{ name: "OUT0" data_type: TYPE_FP32 dims: [-1] }]
+                """);
+        Files.writeString(simple.resolve("model.testing"), "weights");
+        client.repositoryModelLoad(RepositoryModelLoadRequest.newBuilder().setModelName("simple").build());
+        String partial = """
+                {"max_batch_size": "16", "input": [{"name": "IN0", "data_type": "TYPE_FP32", "dims": [-1]}],
+                 "output": [{"name": "OUT0", "data_type": "TYPE_FP32", "dims": [-1]}]}""";
+
+        client.repositoryModelLoad(RepositoryModelLoadRequest.newBuilder().setModelName("simple").putParameters("config", text(partial)).build());
+
+        var config = client.modelConfig(io.backplane.protocol.inference.ModelConfigRequest.newBuilder().setName("simple").build()).getConfig();
+        assertEquals(16, config.getMaxBatchSize());
+        assertEquals("testing", config.getBackend());
+        assertEquals(List.of(), modelFolders(), "a config alone writes no files");
+    }
 }

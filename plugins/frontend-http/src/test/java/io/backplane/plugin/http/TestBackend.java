@@ -35,6 +35,12 @@ public final class TestBackend implements BackendFactory {
         return NAME;
     }
 
+    /** A version folder holding {@code model.testing} is this backend's (a config naming no backend takes it). */
+    @Override
+    public io.backplane.spi.BackendCapabilities capabilities() {
+        return io.backplane.spi.BackendCapabilities.builder().modelFileNames("model.testing").build();
+    }
+
     /** An identity model with one input/output pair per datatype given: IN_i / OUT_i, dims [-1]. */
     public static ModelConfig identity(String name, DataType... types) {
         ModelConfig.Builder b = ModelConfig.builder(name).backend(NAME);
