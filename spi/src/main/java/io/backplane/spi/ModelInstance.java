@@ -43,12 +43,17 @@ public interface ModelInstance extends AutoCloseable {
      * answer later.
      *
      * <p>The host calls it for each readiness query that a client or an operator makes (model
-     * ready; server ready under strict readiness), only on an instance whose {@link #isReady()}
-     * just returned true, from the querying thread, possibly from many threads at once and while
-     * {@link #execute} runs. It must not block: the answer comes through the returned stage,
+     * ready; server ready under strict readiness), from the querying thread, possibly from many
+     * threads at once and while {@link #execute} runs. It calls it also when {@link #isReady()}
+     * just returned false, so that the instance can say why: the instance is then not ready,
+     * whatever the stage answers. It must not block: the answer comes through the returned stage,
      * which must complete with true or false within a bound the backend chooses (the python
      * backend: 5 s, then false). The host takes a stage that completes exceptionally, with null,
-     * or not within 30 s as false. It is never called after {@link #close}.
+     * or not within 30 s as false. A stage that completes exceptionally with a
+     * {@link BackplaneException} gives the reason: when no instance of the version is ready, the
+     * host logs, once for that query, {@code Model 'm' version v is not ready: <message>}
+     * (Triton's line for an error from {@code TRITONBACKEND_ModelInstanceReady}). It is never
+     * called after {@link #close}.
      *
      * @return a stage of whether the instance is ready; never null
      * @throws UnsupportedOperationException when the instance has no readiness check of its own

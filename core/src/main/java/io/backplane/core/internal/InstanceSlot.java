@@ -139,29 +139,49 @@ final class InstanceSlot {
         }
     }
 
+    /** A readiness answer: ready, or not, with the instance's reason when it gave one. */
+    record Verdict(boolean ready, @Nullable String reason) {
+        static final Verdict READY = new Verdict(true, null);
+        static final Verdict NOT_READY = new Verdict(false, null);
+    }
+
     /**
-     * The instance's own readiness check ({@link ModelInstance#checkReady()}) after the cheap one;
-     * never fails: what the plugin throws or fails the stage with counts as not ready.
+     * The instance's own readiness check ({@link ModelInstance#checkReady()}) with the cheap one:
+     * ready when both say so. The check is asked also when the cheap one says no, so that the
+     * instance can say why (a stage failed with a {@link BackplaneException}: its message is the
+     * reason). Never fails: what the plugin throws or fails the stage with counts as not ready.
      */
-    CompletableFuture<Boolean> checkReady() {
+    CompletableFuture<Verdict> checkReady() {
         ModelInstance i = instance;
-        if (i == null || !isReady()) {
-            return CompletableFuture.completedFuture(false);
+        if (i == null || failedGeneration.get() == generation.get()) {
+            return CompletableFuture.completedFuture(Verdict.NOT_READY);
         }
+        boolean cheap = isReady();
         CompletionStage<Boolean> stage;
         try {
             stage = i.checkReady();
         } catch (UnsupportedOperationException e) {
-            return CompletableFuture.completedFuture(true);
+            return CompletableFuture.completedFuture(cheap ? Verdict.READY : Verdict.NOT_READY);
         } catch (Throwable t) {
             log.debug("instance '{}' of {}: checkReady threw", name, owner, t);
-            return CompletableFuture.completedFuture(false);
+            return CompletableFuture.completedFuture(Verdict.NOT_READY);
         }
         if (stage == null) {
-            return CompletableFuture.completedFuture(false);
+            return CompletableFuture.completedFuture(Verdict.NOT_READY);
         }
-        return stage.toCompletableFuture().thenApply(Boolean.TRUE::equals).completeOnTimeout(false, CHECK_READY_SECONDS, TimeUnit.SECONDS)
-                .exceptionally(t -> false);
+        return stage.toCompletableFuture()
+                .handle((ready, t) -> t == null ? (cheap && Boolean.TRUE.equals(ready) ? Verdict.READY : Verdict.NOT_READY)
+                        : new Verdict(false, reason(t)))
+                .completeOnTimeout(Verdict.NOT_READY, CHECK_READY_SECONDS, TimeUnit.SECONDS);
+    }
+
+    private @Nullable String reason(Throwable t) {
+        Throwable c = t instanceof java.util.concurrent.CompletionException && t.getCause() != null ? t.getCause() : t;
+        if (c instanceof BackplaneException) {
+            return c.getMessage();
+        }
+        log.debug("instance '{}' of {}: its readiness check failed", name, owner, c);
+        return null;
     }
 
     private boolean needsRestart() {

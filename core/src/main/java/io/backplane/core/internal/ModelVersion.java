@@ -382,7 +382,8 @@ final class ModelVersion {
 
     /**
      * Ready as {@link #isReady()}, with each instance's own check ({@link InstanceSlot#checkReady()}):
-     * ready when one of the instances says so. Never fails.
+     * ready when one of the instances says so. When none does and some gave a reason, logs it once
+     * for this query as Triton does: {@code Model 'm' version v is not ready: <reason>}. Never fails.
      */
     public CompletableFuture<Boolean> checkReady() {
         if (admission.state() != ModelState.READY) {
@@ -392,7 +393,7 @@ final class ModelVersion {
         if (e != null) {
             return CompletableFuture.completedFuture(e.composingReady());
         }
-        List<CompletableFuture<Boolean>> checks = new ArrayList<>();
+        List<CompletableFuture<InstanceSlot.Verdict>> checks = new ArrayList<>();
         for (InstanceSlot s : instances) {
             checks.add(s.checkReady());
         }
@@ -401,16 +402,30 @@ final class ModelVersion {
         }
         CompletableFuture<Boolean> any = new CompletableFuture<>();
         AtomicInteger left = new AtomicInteger(checks.size());
-        for (CompletableFuture<Boolean> c : checks) {
-            c.thenAccept(ready -> {
-                if (ready) {
+        for (CompletableFuture<InstanceSlot.Verdict> c : checks) {
+            c.thenAccept(v -> {
+                if (v.ready()) {
                     any.complete(true);
                 } else if (left.decrementAndGet() == 0) {
+                    logNotReady(checks); // before the answer leaves: whoever reads the log after it finds the line
                     any.complete(false);
                 }
             });
         }
         return any;
+    }
+
+    private void logNotReady(List<CompletableFuture<InstanceSlot.Verdict>> checks) {
+        List<String> reasons = new ArrayList<>();
+        for (CompletableFuture<InstanceSlot.Verdict> c : checks) {
+            String r = c.join().reason();
+            if (r != null && !r.isBlank()) {
+                reasons.add(r);
+            }
+        }
+        if (!reasons.isEmpty()) {
+            log.info("Model '{}' version {} is not ready: {}", name(), version(), String.join("; ", reasons));
+        }
     }
 
     /** Why the version is not ready, for the repository index. */

@@ -453,11 +453,50 @@ class LifecycleTest {
             asked.incrementAndGet();
             return java.util.concurrent.CompletableFuture.completedFuture(true);
         };
-        assertFalse(host.isModelReady("m"), "an instance that is not ready (its process is down) is not asked");
-        assertEquals(0, asked.get());
+        assertFalse(host.isModelReady("m"), "an instance that is not ready (its process is down) is not ready whatever its check says");
+        assertEquals(1, asked.get(), "it is asked all the same, so that it can say why");
         backend.ready = true;
         backend.readyCheck = null;
         assertTrue(host.isModelReady("m"), "without a check of its own the instance's isReady() answers");
+    }
+
+    /**
+     * Triton's line for a model whose instances cannot serve: the reason an instance's check
+     * fails with (a BackplaneException's message) is logged once per readiness query, and only
+     * while no instance is ready; a check that fails otherwise logs nothing at INFO.
+     */
+    @Test
+    void instanceNotReadyWithReason_loggedOncePerQuery_L8() throws Exception {
+        start(false);
+        ch.qos.logback.classic.Logger versionLog = (ch.qos.logback.classic.Logger) org.slf4j.LoggerFactory
+                .getLogger("io.backplane.core.internal.ModelVersion");
+        ch.qos.logback.core.read.ListAppender<ch.qos.logback.classic.spi.ILoggingEvent> logged = new ch.qos.logback.core.read.ListAppender<>();
+        logged.list = new CopyOnWriteArrayList<>();
+        logged.start();
+        ch.qos.logback.classic.Level level = versionLog.getLevel();
+        versionLog.setLevel(ch.qos.logback.classic.Level.INFO); // the line is INFO; this module's tests log from WARN
+        versionLog.addAppender(logged);
+        try {
+            String line = "Model 'm' version 1 is not ready: Stub process 'm_0_0' is not healthy.";
+            backend.ready = false;
+            backend.readyCheck = () -> CompletableFuture.failedFuture(BackplaneException.unavailable("Stub process 'm_0_0' is not healthy."));
+            for (int q = 1; q <= 3; q++) {
+                assertFalse(host.isModelReady("m"));
+                int n = q;
+                assertEquals(n, logged.list.stream().filter(e -> e.getFormattedMessage().equals(line)).count(), "one line per query");
+            }
+            backend.readyCheck = () -> CompletableFuture.failedFuture(new IllegalStateException("no reason a client may read"));
+            int before = logged.list.size();
+            assertFalse(host.isModelReady("m"));
+            assertEquals(before, logged.list.size(), "a failure that is not a BackplaneException gives no reason");
+            backend.ready = true;
+            backend.readyCheck = () -> CompletableFuture.completedFuture(true);
+            assertTrue(host.isModelReady("m"));
+            assertEquals(before, logged.list.size(), "nothing is logged while the model is ready");
+        } finally {
+            versionLog.detachAppender(logged);
+            versionLog.setLevel(level);
+        }
     }
 
     @Test

@@ -16,13 +16,18 @@ import org.slf4j.LoggerFactory;
 /**
  * One model instance: supervises a sequence of stub generations. A stub that dies (or is killed
  * after a stall) is replaced with a capped exponential backoff; the instance is not ready while
- * no healthy stub serves. A monitor thread runs heartbeats and the execute watchdog while there
- * is work, and parks without a timeout when idle.
+ * no healthy stub serves. The first replacement after a death starts when its backoff
+ * ({@code restart_backoff_initial_ms}, 2.5 s by default: long enough for a readiness probe to see
+ * the outage, as Triton reports a dead stub's instance NOT READY) has passed, or at once when a
+ * request for this instance arrives, whichever comes first; that request waits for it (up to the
+ * start-up timeout). A monitor thread runs heartbeats and the execute watchdog while there is
+ * work, and parks without a timeout when idle.
  */
 final class PythonInstance implements ModelInstance, StubConnection.Owner {
     private static final Logger log = LoggerFactory.getLogger(PythonInstance.class);
     private static final long TICK_NANOS = 10_000_000;
-    private static final long BACKOFF_START_MILLIS = 100;
+    /** The least wait between restart attempts (a cap set lower still waits this long after a failed start). */
+    private static final long BACKOFF_FLOOR_MILLIS = 100;
 
     private enum State { STARTING, READY, RESTARTING, CLOSED }
 
@@ -42,6 +47,8 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
     private volatile long monitorIdleParks; // written by the monitor thread only
     private volatile long monitorParkReturns; // written by the monitor thread only
     private @Nullable Thread restarter;
+    /** A request arrived while the first restart after a death waited out its backoff: start it now. Guarded by lock. */
+    private boolean restartWanted;
 
     private PythonInstance(PythonModel model, InstanceContext context) {
         this.model = model;
@@ -94,9 +101,26 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
     public java.util.concurrent.CompletionStage<Boolean> checkReady() {
         StubConnection s = stub;
         if (s == null || !isReady()) {
-            return java.util.concurrent.CompletableFuture.completedFuture(false);
+            return java.util.concurrent.CompletableFuture.failedFuture(BackplaneException.unavailable(notHealthyForReadiness()));
         }
-        return s.checkReady();
+        return s.checkReady().thenCompose(ready -> ready ? java.util.concurrent.CompletableFuture.completedFuture(true)
+                : java.util.concurrent.CompletableFuture.failedFuture(BackplaneException.unavailable(
+                        "Model '" + context.name() + "' is not ready (user-defined check failed).")));
+    }
+
+    /**
+     * Why a readiness query finds this instance not ready: Triton's sentence (the host logs it as
+     * "Model 'm' version v is not ready: ..."), then what Backplane does about it.
+     */
+    private String notHealthyForReadiness() {
+        State st = state;
+        StubConnection c = stub;
+        String doing = st == State.CLOSED ? "the instance is closed"
+                : st == State.RESTARTING ? "its python stub restarts after its backoff or at the next request"
+                        + (lastFailure.isEmpty() ? "" : "; it ended: " + lastFailure)
+                : c != null && c.isStalled() ? "its python stub (pid " + c.pid() + ") is stalled and being recovered or replaced"
+                : "its python stub is starting";
+        return "Stub process '" + context.name() + "' is not healthy. (Backplane: " + doing + ")";
     }
 
     @Override
@@ -126,10 +150,17 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
                 + "' " + why + "; the model is not ready until it serves again, and the request can be retried)";
     }
 
-    /** Waits (up to the start-up timeout) while a replacement stub starts; null when none can serve now. */
+    /**
+     * Waits (up to the start-up timeout) while a replacement stub starts, asking a restart that
+     * still waits out its backoff to start at once; null when none can serve now.
+     */
     private @Nullable StubConnection awaitServing() {
         long deadline = System.nanoTime() + settings.startupTimeoutMillis() * 1_000_000;
         synchronized (lock) {
+            if (state == State.RESTARTING && !restartWanted) {
+                restartWanted = true;
+                lock.notifyAll();
+            }
             while (true) {
                 StubConnection s = stub;
                 if (state == State.CLOSED) {
@@ -184,6 +215,7 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
                 return;
             }
             state = State.RESTARTING;
+            restartWanted = false;
             lastFailure = "python stub (pid " + s.pid() + ", generation " + s.generation() + ") " + reason;
             log.warn("model '{}' instance '{}': {}; restarting it", model.name(), context.name(), lastFailure);
             Thread t = Thread.ofPlatform().daemon().name("backplane-python-restart-" + model.name() + "-" + context.name())
@@ -195,13 +227,20 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
     }
 
     private void restartLoop() {
-        long backoff = BACKOFF_START_MILLIS;
+        long cap = Math.max(BACKOFF_FLOOR_MILLIS, settings.restartBackoffMaxMillis());
+        long backoff = Math.max(BACKOFF_FLOOR_MILLIS, Math.min(settings.restartBackoffInitialMillis(), cap));
+        boolean first = true;
         while (state != State.CLOSED) {
             try {
-                Thread.sleep(backoff);
+                if (first) {
+                    awaitBackoffOrRequest(backoff);
+                } else {
+                    Thread.sleep(backoff);
+                }
             } catch (InterruptedException e) {
                 return;
             }
+            first = false;
             if (state == State.CLOSED) {
                 return;
             }
@@ -224,10 +263,29 @@ final class PythonInstance implements ModelInstance, StubConnection.Owner {
                     return;
                 }
                 lastFailure = e.getMessage();
-                backoff = Math.min(backoff * 2, Math.max(BACKOFF_START_MILLIS, settings.restartBackoffMaxMillis()));
+                backoff = Math.min(backoff * 2, cap);
                 log.warn("model '{}' instance '{}': python stub restart failed; next try in {} ms{}", model.name(), context.name(), backoff,
                         e instanceof BackplaneException be && be.logDetail() != null ? "\n" + be.logDetail() : "", e);
             }
+        }
+    }
+
+    /** The first wait after a death: until its backoff has passed or a request for this instance arrived. */
+    private void awaitBackoffOrRequest(long backoffMillis) throws InterruptedException {
+        long deadline = System.nanoTime() + backoffMillis * 1_000_000;
+        boolean asked;
+        synchronized (lock) {
+            while (!restartWanted && state != State.CLOSED) {
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    return;
+                }
+                lock.wait(Math.max(1, left / 1_000_000));
+            }
+            asked = restartWanted;
+        }
+        if (asked) {
+            log.info("model '{}' instance '{}': a request arrived; restarting its python stub now", model.name(), context.name());
         }
     }
 

@@ -74,6 +74,78 @@ class BlsHostTest {
         throw new AssertionError("the request succeeded");
     }
 
+    /**
+     * Issue 33 (Triton's async_execute concurrency_test, the BLS cases): many coroutine executes
+     * in flight on one stub, batched, each awaiting several {@code async_exec(decoupled=True)}
+     * calls to a decoupled async model at once, from callers released together with random
+     * jitter: every BLS response carries its output tensor (the model raises otherwise), and
+     * every caller gets exactly its own children's values.
+     */
+    @Test
+    void asyncExecute_manyConcurrentBlsCalls_everyResponseCarriesItsOwnOutput() throws Exception {
+        try (BackplaneHost host = host(1, "async_sleeper", "async_bls_fanout")) {
+            int callers = 24;
+            int rounds = 4;
+            java.util.concurrent.CountDownLatch gate = new java.util.concurrent.CountDownLatch(1);
+            List<CompletableFuture<Void>> all = new java.util.ArrayList<>();
+            for (int c = 0; c < callers; c++) {
+                int caller = c;
+                all.add(CompletableFuture.runAsync(() -> {
+                    try {
+                        gate.await();
+                        java.util.Random random = new java.util.Random(caller);
+                        for (int round = 0; round < rounds; round++) {
+                            Thread.sleep(random.nextInt(15));
+                            int id = caller * rounds + round + 1;
+                            int fanout = 1 + random.nextInt(6);
+                            List<Integer> got = fanout(host, id, fanout);
+                            List<Integer> want = new java.util.ArrayList<>();
+                            for (int k = 0; k < fanout; k++) {
+                                want.add(id * 100 + k);
+                            }
+                            java.util.Collections.sort(got);
+                            assertEquals(want, got, "request " + id + " with " + fanout + " BLS calls");
+                        }
+                    } catch (Exception e) {
+                        throw new java.util.concurrent.CompletionException(e);
+                    }
+                }, Thread::startVirtualThread));
+            }
+            gate.countDown();
+            CompletableFuture.allOf(all.toArray(CompletableFuture[]::new)).get(180, TimeUnit.SECONDS);
+            assertEquals(0, host.openRequests());
+        }
+    }
+
+    /** One streamed request to async_bls_fanout: the OUT of each response, after it completed without error. */
+    private static List<Integer> fanout(BackplaneHost host, int id, int fanout) throws Exception {
+        InferenceRequest req = InferenceRequest.builder("async_bls_fanout").input(Tensor.ofInts("ID", new long[] {1, 1}, id))
+                .input(Tensor.ofInts("FANOUT", new long[] {1, 1}, fanout)).build();
+        List<Integer> got = new java.util.concurrent.CopyOnWriteArrayList<>();
+        CompletableFuture<BackplaneException> end = new CompletableFuture<>();
+        host.stream(req, new io.backplane.spi.host.ResponseObserver() {
+            @Override
+            public void onResponse(InferenceResponse response) {
+                for (int v : response.output("OUT").toIntArray()) {
+                    got.add(v);
+                }
+            }
+
+            @Override
+            public void onComplete() {
+                end.complete(null);
+            }
+
+            @Override
+            public void onError(BackplaneException error) {
+                end.complete(error);
+            }
+        });
+        BackplaneException error = end.get(60, TimeUnit.SECONDS);
+        assertEquals(null, error, "request " + id + ": " + error);
+        return new java.util.ArrayList<>(got);
+    }
+
     @Test
     void exec_toPythonAndOnnxModels_returnsTheirOutputs() throws Exception {
         try (BackplaneHost host = host(1, "add_sub", "onnx_add_sub", "bls_caller")) {

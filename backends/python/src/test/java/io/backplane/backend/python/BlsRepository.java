@@ -69,6 +69,18 @@ final class BlsRepository {
             instance_group [ { count: %d kind: KIND_CPU } ]
             """ + FAST;
 
+    /** Decoupled, async execute, batching: {@code async_sleeper} and the BLS caller {@code async_bls_fanout} (one stub each). */
+    static final String ASYNC_DECOUPLED = """
+            name: "%s"
+            backend: "python"
+            max_batch_size: 8
+            dynamic_batching { max_queue_delay_microseconds: 2000 }
+            model_transaction_policy { decoupled: true }
+            input [ %s ]
+            output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+            instance_group [ { count: 1 kind: KIND_CPU } ]
+            """ + FAST;
+
     static final String SLOW_ECHO = """
             name: "slow_echo"
             backend: "python"
@@ -134,6 +146,11 @@ final class BlsRepository {
         model(repo, "bls_stream_caller", STREAM_CALLER);
         model(repo, "bls_waiter", WAITER.formatted(waiterInstances));
         model(repo, "slow_echo", SLOW_ECHO);
+        model(repo, "async_sleeper", ASYNC_DECOUPLED.formatted("async_sleeper", """
+                { name: "ID" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "DELAY_MS" data_type: TYPE_INT32 dims: [ 1 ] },
+                { name: "MODE" data_type: TYPE_INT32 dims: [ 1 ] }"""));
+        model(repo, "async_bls_fanout", ASYNC_DECOUPLED.formatted("async_bls_fanout", """
+                { name: "ID" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "FANOUT" data_type: TYPE_INT32 dims: [ 1 ] }"""));
         model(repo, "metrics_user", METRICS_USER);
         model(repo, "bls_params_caller", PARAMS.formatted("bls_params_caller"));
         model(repo, "params_echo", PARAMS.formatted("params_echo"));

@@ -256,4 +256,82 @@ class PythonReadinessTest {
                     b.getMessage());
         });
     }
+
+    /**
+     * Triton's qa model_readiness: a stub killed (SIGKILL, SIGSEGV) leaves its model NOT READY on
+     * REST and gRPC, and each of those queries logs Triton's line once, while the restart waits
+     * out its backoff (here ten minutes, longer than the test); then requests from many threads,
+     * released together, start the restart at once: one restart, every request served. A model
+     * with is_ready() and one without.
+     */
+    @Test
+    void stubKilled_notReadyLoggedOncePerQuery_untilRequestsRestartItOnce() throws Exception {
+        String[][] cases = {{"with_is_ready", "KILL"}, {"without_is_ready", "SEGV"}};
+        for (String[] k : cases) {
+            String m = k[0];
+            Path repo = Files.createDirectories(temp.resolve("repo-" + m));
+            String[] slow = {"restart_backoff_initial_ms", "600000", "restart_backoff_max_ms", "600000"};
+            model(repo, m, "readiness", "true", 5000, slow);
+            if (m.equals("without_is_ready")) {
+                Files.writeString(repo.resolve(m).resolve("1/model.py"), """
+                        import triton_python_backend_utils as pb_utils
+
+
+                        class TritonPythonModel:
+                            def execute(self, requests):
+                                return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0",
+                                        pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]) for r in requests]
+                        """);
+            }
+            ch.qos.logback.core.read.ListAppender<ch.qos.logback.classic.spi.ILoggingEvent> logs = PythonBackendTest.capture();
+            try {
+                serve(repo, true, c -> {
+                    assertTrue(c.ready(m));
+                    c.infers(m);
+                    List<ProcessHandle> stubs = Harness.liveStubs();
+                    assertEquals(1, stubs.size());
+                    Process kill = new ProcessBuilder("kill", "-" + k[1], Long.toString(stubs.get(0).pid())).inheritIO().start();
+                    assertEquals(0, kill.waitFor());
+                    stubs.get(0).onExit().get(30, TimeUnit.SECONDS);
+                    io.backplane.testkit.Await.until(() -> !c.host().isModelReady(m), Duration.ofSeconds(30), "the host to see the stub gone");
+                    String line = "Model '" + m + "' version 1 is not ready: Stub process '" + m + "_0_0' is not healthy.";
+                    long before = count(logs, line);
+                    assertFalse(c.restReady(m), m + ": REST model ready after the kill");
+                    assertFalse(c.grpcReady(m), m + ": gRPC model ready after the kill");
+                    assertEquals(2, count(logs, line) - before, m + ": Triton's line once per query:\n" + PythonBackendTest.messages(logs));
+                    assertFalse(c.serverReady(), "strict readiness: the server is not ready either");
+
+                    int callers = 16;
+                    java.util.concurrent.CountDownLatch gate = new java.util.concurrent.CountDownLatch(1);
+                    List<java.util.concurrent.CompletableFuture<Void>> calls = new java.util.ArrayList<>();
+                    for (int t = 0; t < callers; t++) {
+                        float v = t;
+                        calls.add(java.util.concurrent.CompletableFuture.runAsync(() -> {
+                            try {
+                                gate.await();
+                                Thread.sleep(java.util.concurrent.ThreadLocalRandom.current().nextInt(20));
+                                InferenceResponse r = c.host().infer(InferenceRequest.builder(m)
+                                        .input(Tensor.ofFloats("INPUT0", new long[] {2}, v, -v)).build()).get(60, TimeUnit.SECONDS);
+                                assertArrayEquals(new float[] {v, -v}, r.output("OUTPUT0").toFloatArray(), "caller " + v + " got its own answer");
+                            } catch (Exception e) {
+                                throw new java.util.concurrent.CompletionException(e);
+                            }
+                        }, Thread::startVirtualThread));
+                    }
+                    gate.countDown();
+                    java.util.concurrent.CompletableFuture.allOf(calls.toArray(java.util.concurrent.CompletableFuture[]::new)).get(120, TimeUnit.SECONDS);
+                    assertEquals(1, count(logs, "a request arrived; restarting its python stub now"), "the requests started the restart");
+                    assertEquals(1, count(logs, "python stub restarted (generation 2)"), "one restart for all the callers");
+                    assertEquals(1, Harness.liveStubs().size());
+                    assertTrue(c.ready(m), m + ": ready again once the stub serves");
+                });
+            } finally {
+                PythonBackendTest.release(logs);
+            }
+        }
+    }
+
+    private static long count(ch.qos.logback.core.read.ListAppender<ch.qos.logback.classic.spi.ILoggingEvent> logs, String text) {
+        return new java.util.ArrayList<>(logs.list).stream().filter(e -> e.getFormattedMessage().contains(text)).count();
+    }
 }

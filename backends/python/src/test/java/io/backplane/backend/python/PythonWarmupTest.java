@@ -111,4 +111,69 @@ class PythonWarmupTest {
             org.junit.jupiter.api.Assertions.assertArrayEquals(x, r.output("OUT").toFloatArray());
         }
     }
+
+    /**
+     * Issue 33 item 9 (Triton's response_sender_complete_final_test): with the warm-ups that
+     * {@code backplane serve} switches on, a decoupled model that sends its response with
+     * COMPLETE_FINAL and then sends again records nothing before the client's request (no request
+     * reached it at load), and then records that the second send raised Triton's exact text; the
+     * client gets the one response.
+     */
+    @Test
+    void sendAfterCompleteFinal_raisesTritonsText_andNothingReachedTheModelBefore() throws Exception {
+        Path marks = repo.resolve("marks.txt");
+        model("complete_final", "max_batch_size: 8\nmodel_transaction_policy { decoupled: true }\n"
+                + "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ -1 ] } ]\noutput [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n", """
+                import triton_python_backend_utils as pb_utils
+                class TritonPythonModel:
+                    def execute(self, requests):
+                        for request in requests:
+                            sender = request.get_response_sender()
+                            response = pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy())])
+                            sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                            try:
+                                sender.send(response)
+                                mark = "no exception"
+                            except pb_utils.TritonModelException as e:
+                                mark = "raised: " + str(e)
+                            with open(%s, "a") as f:
+                                f.write(mark + "\\n")
+                        return None
+                """.formatted("'" + marks + "'"));
+        try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.NONE).builtinWarmup(true)
+                .ownWarmup(Duration.ofMillis(500)).backendOption("python", StubSettings.HEARTBEAT_TIMEOUT, "10000").build()) {
+            assertTrue(host.isModelReady("complete_final"));
+            assertFalse(Files.exists(marks), "a request reached the model at load");
+            List<InferenceResponse> got = new java.util.concurrent.CopyOnWriteArrayList<>();
+            java.util.concurrent.CompletableFuture<io.backplane.spi.BackplaneException> end = new java.util.concurrent.CompletableFuture<>();
+            host.stream(InferenceRequest.builder("complete_final").input(Tensor.ofFloats("INPUT0", new long[] {1, 1}, 123.45f)).build(),
+                    new io.backplane.spi.host.ResponseObserver() {
+                        @Override
+                        public void onResponse(InferenceResponse response) {
+                            got.add(response);
+                        }
+
+                        @Override
+                        public void onComplete() {
+                            end.complete(null);
+                        }
+
+                        @Override
+                        public void onError(io.backplane.spi.BackplaneException error) {
+                            end.complete(error);
+                        }
+                    });
+            assertEquals(null, end.get(30, TimeUnit.SECONDS));
+            assertEquals(1, got.size(), "one response reaches the client");
+            org.junit.jupiter.api.Assertions.assertArrayEquals(new float[] {123.45f}, got.get(0).output("OUTPUT0").toFloatArray());
+            PythonBackendTest.waitFor(() -> { // the model writes its mark after the FINAL went out
+                try {
+                    return Files.readString(marks).endsWith("\n");
+                } catch (java.io.IOException e) {
+                    return false;
+                }
+            });
+            assertEquals(List.of("raised: Unable to send response. Response sender has been closed."), Files.readAllLines(marks));
+        }
+    }
 }

@@ -5,12 +5,25 @@ instance's shared-memory region: BLS inputs in the stub's chunks (the host copie
 acknowledges), BLS outputs in the host's chunks (copied out here, then freed with HOST_FREE).
 A BLS call made while the stub executes requests is a child of one of them on the host: when
 that request ends, the host cancels the call and it ends here with a CANCELLED error.
+
+Which request is the parent: Triton's API does not say, and several executions may be in flight
+on one stub (coroutine executes of a decoupled model), so the stub works it out from where the
+call is made. Each execute() runs in a context of its own (contextvars: a thread's code, or an
+asyncio task and the tasks it starts) that knows its execution's requests, and the request whose
+inputs or response sender that code used last (pb_utils._current_request). The parent is that
+request while it is open; else the first open request of the calling execution; else (a thread
+the model started, which inherits no context) the first open request of the newest execution in
+flight. So a coroutine per request (Triton's asyncio.gather pattern), a loop over the batch, and
+one request per execution all get the right parent, whatever else runs on the stub.
 """
+
+import contextvars
 
 import collections
 import json
 import struct
 import threading
+import weakref
 
 import numpy as np
 
@@ -41,6 +54,36 @@ def _w_str(out, s):
     out += b
 
 
+# The weak references to the requests of the execute() whose code runs in this context (set by
+# in_execution); None outside of one (initialize, finalize, a thread the model started).
+_execution = contextvars.ContextVar("backplane_execution", default=None)
+
+
+def _first_open(refs):
+    for ref in refs:
+        req = ref()
+        if req is not None and not req._closed:
+            return req
+    return None
+
+
+def call_in_execution(refs, fn, *args):
+    """Calls fn(*args) (execute) in a copy of the caller's context that knows its execution's requests (refs)."""
+    def run():
+        _execution.set(refs)
+        pb_utils._current_request.set(None)
+        return fn(*args)
+    return contextvars.copy_context().run(run)
+
+
+async def in_execution(refs, coro):
+    """Awaits a coroutine execute in its task's context, which then knows its execution's requests;
+    the tasks it starts (asyncio.gather, create_task) copy that context."""
+    _execution.set(refs)
+    pb_utils._current_request.set(None)
+    return await coro
+
+
 class _Call:
     """One BLS call: the responses received so far and whether the final one arrived."""
     __slots__ = ("id", "queue", "cond", "done", "on_event")
@@ -64,7 +107,7 @@ class Bls:
         self.calls = {}
         self.metric_waits = {}
         self.pending_deletes = collections.deque()
-        self.active = []  # weak references to the requests of the execution in progress (set by the stub)
+        self.inflight = []  # per execution in flight, weak references to its requests (newest last)
 
     def _new_id(self):
         with self.lock:
@@ -74,10 +117,30 @@ class Bls:
 
     # ------------------------------------------------------------------ BLS
 
+    def begin(self, requests):
+        """The stub's execute thread, before execute(requests): returns the weak references that
+        ``in_execution`` makes the calling context's execution."""
+        refs = [weakref.ref(r) for r in requests]  # weak: a dropped response sender must still be collected
+        with self.lock:
+            self.inflight = [e for e in self.inflight if _first_open(e) is not None]
+            self.inflight.append(refs)
+        return refs
+
     def _parent(self):
-        for ref in list(self.active):
-            req = ref()
-            if req is not None and not req._closed:
+        ref = pb_utils._current_request.get()
+        req = ref() if ref is not None else None
+        if req is not None and not req._closed:
+            return req
+        mine = _execution.get()
+        if mine is not None:
+            req = _first_open(mine)
+            if req is not None:
+                return req
+        with self.lock:
+            executions = list(self.inflight)
+        for e in reversed(executions):
+            req = _first_open(e)
+            if req is not None:
                 return req
         raise pb_utils.TritonModelException(
             "BLS: InferenceRequest.exec() is only possible while the model executes a request that is still open "

@@ -39,7 +39,6 @@ import sys
 import threading
 import time
 import traceback
-import weakref
 
 import triton_python_backend_utils as pb_utils
 import backplane_bls
@@ -129,15 +128,15 @@ class Runtime:
         """Runs execute() and returns the result message (bytes) plus its blocks."""
         blocks = []
         ret, error = None, None
-        self.bls.active = [weakref.ref(r) for r in requests]  # weak: a dropped response sender must still be collected
+        refs = self.bls.begin(requests)
         try:
-            ret = self.model.execute(requests)
+            ret = backplane_bls.call_in_execution(refs, self.model.execute, requests)
             if type(ret) is not list and asyncio.iscoroutine(ret):
                 if self.decoupled:
-                    self.loop.submit(ret, backplane_execute.finish_in_background(self, requests))
+                    self.loop.submit(backplane_bls.in_execution(refs, ret), backplane_execute.finish_in_background(self, requests))
                     ret = None
                 else:
-                    ret = self.loop.run(ret)
+                    ret = self.loop.run(backplane_bls.in_execution(refs, ret))
         except BaseException as e:  # SystemExit and KeyboardInterrupt of model code fail the requests, not the stub
             error = e
             self.log(pb_utils.LogLevel.ERROR, "execute() raised for model '%s':\n%s" % (self.model_name, traceback.format_exc()))

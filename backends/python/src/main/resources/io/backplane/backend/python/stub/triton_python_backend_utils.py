@@ -4,9 +4,11 @@ Models written for Triton's python_backend import this module as ``pb_utils`` an
 The runtime hooks (``_runtime``) are installed by ``backplane_stub``.
 """
 
+import contextvars
 import json
 import struct
 import threading
+import weakref
 
 import numpy as np
 
@@ -36,6 +38,11 @@ TYPE_STRING = 13
 TYPE_BF16 = 14
 
 _runtime = None  # set by backplane_stub
+
+# The request given to execute() whose inputs or response sender the running code (this thread's
+# context, or this asyncio task's) used last: a BLS call made there is a child of that request
+# (backplane_bls picks the parent). A weak reference, or None.
+_current_request = contextvars.ContextVar("backplane_current_request", default=None)
 
 _TRITON_TO_NUMPY = {
     TYPE_BOOL: np.bool_, TYPE_UINT8: np.uint8, TYPE_UINT16: np.uint16, TYPE_UINT32: np.uint32,
@@ -376,6 +383,8 @@ class InferenceRequest:
         return backplane_bls.request_async_exec(self, decoupled)
 
     def inputs(self):
+        if self._index >= 0:
+            _current_request.set(weakref.ref(self))
         return self._inputs
 
     def request_id(self):
@@ -407,6 +416,7 @@ class InferenceRequest:
             if self._index < 0:
                 raise TritonModelException("get_response_sender() is only available on requests passed to execute()")
             self._sender = InferenceResponseSender(self)
+        _current_request.set(weakref.ref(self))
         return self._sender
 
     def is_cancelled(self):
