@@ -168,8 +168,9 @@ class Tensor:
 
     def as_numpy(self):
         if self._bf16:
-            raise TritonModelException("Tensor '%s' is BF16, which numpy cannot represent; use to_dlpack() "
-                                       "(e.g. torch.utils.dlpack.from_dlpack(tensor.to_dlpack()))" % self._name)
+            raise TritonModelException("Tensor dtype is BF16 and cannot be converted to NumPy. Use to_dlpack() and from_dlpack() "
+                                       "instead. (Backplane: tensor '%s'; e.g. torch.utils.dlpack.from_dlpack(tensor.to_dlpack()))"
+                                       % self._name)
         return self._array
 
     def shape(self):
