@@ -39,7 +39,9 @@ import org.junit.jupiter.api.io.TempDir;
  * and config while the last load failed; a {@code model.py} that fails in {@code initialize()}
  * answers with its error and where it was raised, the traceback with its source lines in the server
  * log only; a model named {@code .} with a {@code file:} override is refused with a 400 about the
- * name, over REST and gRPC, and the server keeps serving. A {@code model.py} that is a link out of
+ * name, over REST and gRPC, and the server keeps serving; a {@code file:/1/model.py} override (the
+ * model folder's root, as Triton's tests send it) loads, and a python model's name with a shell
+ * character is refused with Triton's "Invalid stub name" sentence. A {@code model.py} that is a link out of
  * the repository is refused with a 400 naming it; links inside it (a ConfigMap's {@code ..data}
  * layout) are served.
  */
@@ -172,6 +174,40 @@ class ServeErrorBodiesTest {
 
         String live = exchange("GET", "/v2/health/live", null);
         assertTrue(live.startsWith("HTTP/1.1 200 "), live);
+    }
+
+    /**
+     * Triton's {@code L0_backend_python/model_control} loads with {@code file:/1/model.py} (the
+     * model folder's root): valid names load and serve; a name with a shell character reaches the
+     * python backend's check and is refused with Triton's sentence, over REST and gRPC.
+     */
+    @Test
+    void fileOverrideWithLeadingSlash_validNamesServe_shellCharactersRefusedAsTritonsStubName_restAndGrpc() throws Exception {
+        String py = Base64.getEncoder().encodeToString(IDENTITY_PY.getBytes(StandardCharsets.UTF_8));
+        String config = "{\\\"backend\\\":\\\"python\\\",\\\"input\\\":[{\\\"name\\\":\\\"IN\\\",\\\"data_type\\\":\\\"TYPE_FP32\\\",\\\"dims\\\":[1]}],"
+                + "\\\"output\\\":[{\\\"name\\\":\\\"OUT\\\",\\\"data_type\\\":\\\"TYPE_FP32\\\",\\\"dims\\\":[1]}]}";
+        String body = "{\"parameters\":{\"config\":\"" + config + "\",\"file:/1/model.py\":\"" + py + "\"}}";
+        String ok = exchange("POST", "/v2/repository/models/slash-model_1/load", body);
+        assertTrue(ok.startsWith("HTTP/1.1 200 "), ok);
+        String answer = exchange("POST", "/v2/models/slash-model_1/infer",
+                "{\"inputs\":[{\"name\":\"IN\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[4.5]}]}");
+        assertTrue(answer.startsWith("HTTP/1.1 200 ") && answer.contains("[4.5]"), answer);
+        assertTrue(exchange("POST", "/v2/repository/models/slash-model_1/unload", "{}").startsWith("HTTP/1.1 200 "));
+
+        for (String name : List.of("model;test", "model|test", "model$test", "model\\test", "model'test'", "model*test", "model!test")) {
+            String rest = exchange("POST", "/v2/repository/models/" + name + "/load", body);
+            assertTrue(rest.startsWith("HTTP/1.1 400 "), name + ": " + rest);
+            assertTrue(rest.contains("Invalid stub name: contains invalid characters"), name + ": " + rest);
+            String ready = exchange("GET", "/v2/models/" + name + "/ready", null);
+            assertFalse(ready.startsWith("HTTP/1.1 200 "), name + ": " + ready);
+        }
+        var grpc = GRPCInferenceServiceGrpc.newBlockingStub(channel).withDeadlineAfter(60, TimeUnit.SECONDS);
+        StatusRuntimeException e = assertThrows(StatusRuntimeException.class, () -> grpc.repositoryModelLoad(RepositoryModelLoadRequest.newBuilder()
+                .setModelName("model&test").putParameters("config", ModelRepositoryParameter.newBuilder().setStringParam("{\"backend\":\"python\"}").build())
+                .putParameters("file:/1/model.py", ModelRepositoryParameter.newBuilder()
+                        .setBytesParam(ByteString.copyFromUtf8(IDENTITY_PY)).build()).build()));
+        assertEquals(Status.Code.INVALID_ARGUMENT, e.getStatus().getCode(), e.getStatus().toString());
+        assertTrue(String.valueOf(e.getStatus().getDescription()).contains("Invalid stub name: contains invalid characters"), e.getStatus().toString());
     }
 
     @Test

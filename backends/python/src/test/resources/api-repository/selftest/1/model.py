@@ -69,6 +69,46 @@ class PbUtilsTest(unittest.TestCase):
             pb_utils.InferenceResponse([], parameters={1: "key must be str"})
         self.assertEqual(pb_utils.InferenceResponse([], parameters={"a": 1}).parameters(), '{"a": 1}')
 
+    def test_argument_validation_as_tritons_binding(self):
+        # What Triton's binding answers for a None or a wrong type: a TypeError, except where its own code checks
+        # (a None among the inputs or output tensors, from_dlpack of None: TritonModelException).
+        t = pb_utils.Tensor("IN", np.asarray([1, 2], dtype=np.int32))
+        with self.assertRaises(pb_utils.TritonModelException):
+            pb_utils.InferenceRequest(model_name="m", inputs=[None], requested_output_names=["OUT"])
+        for bad in ({"inputs": None}, {"requested_output_names": None}, {"requested_output_names": [None]},
+                    {"correlation_id": None}, {"request_id": None}, {"model_version": None}, {"flags": None}):
+            kwargs = dict(model_name="m", inputs=[t], requested_output_names=["OUT"])
+            kwargs.update(bad)
+            with self.assertRaises(TypeError, msg=str(bad)):
+                pb_utils.InferenceRequest(**kwargs)
+        with self.assertRaises(TypeError):
+            pb_utils.InferenceRequest(model_name=None, inputs=[t], requested_output_names=["OUT"])
+        self.assertEqual(pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[]).correlation_id(), 0)
+        self.assertEqual(pb_utils.InferenceRequest(model_name="m", inputs=[t], requested_output_names=["OUT"],
+                                                   correlation_id="s-5").correlation_id(), "s-5")
+        pb_utils.InferenceRequest(model_name="m", inputs=[t], requested_output_names=["OUT"], model_version=np.int64(1))
+
+        with self.assertRaises(pb_utils.TritonModelException):
+            pb_utils.InferenceResponse(output_tensors=[None])
+        with self.assertRaises(TypeError):
+            pb_utils.InferenceResponse(output_tensors=None)
+        pb_utils.InferenceResponse(output_tensors=[])
+        pb_utils.InferenceResponse(error=pb_utils.TritonError("an error alone"))
+
+        for name, data in ((None, np.ones(2)), ("OUT", None), ("", None)):
+            with self.assertRaises(TypeError):
+                pb_utils.Tensor(name, data)
+        for name in ("OUT", ""):
+            with self.assertRaises(pb_utils.TritonModelException):
+                pb_utils.Tensor.from_dlpack(name, None)
+
+        for call in (lambda: pb_utils.Logger.log("x", None), lambda: pb_utils.Logger.log("x", 1),
+                     lambda: pb_utils.Logger.log_info(None), lambda: pb_utils.Logger.log_warn(None),
+                     lambda: pb_utils.Logger.log_error(None), lambda: pb_utils.Logger.log_verbose(None)):
+            with self.assertRaises(TypeError):
+                call()
+        pb_utils.Logger.log("level unspecified")
+
 
 class TritonPythonModel:
     def execute(self, requests):

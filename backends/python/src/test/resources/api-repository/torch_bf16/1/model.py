@@ -13,6 +13,11 @@ class TritonPythonModel:
         for request in requests:
             x = pb_utils.get_input_tensor_by_name(request, "X")
             assert x.triton_dtype() == pb_utils.TYPE_BF16
+            try:
+                x.as_numpy()
+                raise AssertionError("as_numpy() of a BF16 tensor must raise")
+            except pb_utils.TritonModelException as e:  # Triton's sentence, which its QA identity_bf16 model matches
+                assert "tensor dtype is bf16 and cannot be converted to numpy" in str(e).lower(), str(e)
             t = torch.utils.dlpack.from_dlpack(x.to_dlpack())
             assert t.dtype == torch.bfloat16, t.dtype
             f = torch.from_numpy(pb_utils.get_input_tensor_by_name(request, "F").as_numpy())

@@ -22,6 +22,8 @@ import java.nio.file.SimpleFileVisitor;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.BasicFileAttributes;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
@@ -34,9 +36,10 @@ import org.slf4j.LoggerFactory;
  * alone applies to the repository's model folder; files go, with the config, into a private
  * folder under one temporary directory the host owns ({@code backplane-load-*}, mode 700),
  * created on first use in {@code java.io.tmpdir} and removed with everything in it by {@link #close()}. Nothing is ever
- * written anywhere else: every file name is checked to be a relative path of plain segments (no
- * {@code ..}, no absolute path, no backslash), files are created new in folders this class just
- * created (so no link can be followed), and the total size is bounded.
+ * written anywhere else: every file name is checked to be a path of plain segments inside the model
+ * folder (no {@code ..}, no backslash), files are created new in folders this class just
+ * created (so no link can be followed), and the total size is bounded. One leading {@code /}
+ * names the model folder's root, as in Triton ({@code file:/1/model.py}); it never leads outside.
  */
 final class LoadOverrides implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(LoadOverrides.class);
@@ -93,11 +96,11 @@ final class LoadOverrides implements AutoCloseable {
                     null);
         }
         checkName(name);
-        checkFiles(name, override);
+        Map<String, byte[]> files = checkFiles(name, override);
         Path folder = newFolder(name);
         try {
             Path modelDir = Files.createDirectory(folder.resolve(name));
-            for (Map.Entry<String, byte[]> f : override.files().entrySet()) {
+            for (Map.Entry<String, byte[]> f : files.entrySet()) {
                 write(name, modelDir, f.getKey(), f.getValue());
             }
             Files.writeString(modelDir.resolve(ModelConfigParser.CONFIG_FILE), text, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE);
@@ -121,7 +124,12 @@ final class LoadOverrides implements AutoCloseable {
         ModelNames.check(name);
     }
 
-    private static void checkFiles(String name, LoadOverride override) {
+    /**
+     * Checks the file names and sizes of {@code override} and returns its files by their path
+     * relative to the model folder: one leading {@code /} names the model folder's root, as in
+     * Triton ({@code file:/1/model.py} is {@code file:1/model.py}).
+     */
+    private static Map<String, byte[]> checkFiles(String name, LoadOverride override) {
         if (override.files().size() > MAX_FILES) {
             throw BackplaneException.invalid("load of model '" + name + "': " + override.files().size() + " file: parameters, more than "
                     + MAX_FILES);
@@ -131,22 +139,33 @@ final class LoadOverrides implements AutoCloseable {
             throw new BackplaneException(ErrorCode.TOO_LARGE, "load of model '" + name + "': the files hold " + bytes + " bytes, more than "
                     + MAX_BYTES + "; put large models in the repository");
         }
-        for (String path : override.files().keySet()) {
-            String[] segments = path.split("/", -1);
-            boolean ok = !path.isEmpty() && segments.length <= MAX_DEPTH;
+        Map<String, byte[]> files = new LinkedHashMap<>();
+        Map<String, String> given = new HashMap<>();
+        for (Map.Entry<String, byte[]> f : override.files().entrySet()) {
+            String path = f.getKey();
+            String relative = path.startsWith("/") ? path.substring(1) : path;
+            String[] segments = relative.split("/", -1);
+            boolean ok = !relative.isEmpty() && segments.length <= MAX_DEPTH;
             for (String s : segments) {
                 ok &= plainSegment(s);
             }
             if (!ok) {
                 throw BackplaneException.invalid("load parameter 'file:" + path + "' of model '" + name + "': the file name must be a"
-                        + " relative path inside the model folder, like file:1/model.onnx (segments of letters, digits, '.', '_', '-';"
-                        + " no '..', no leading '/', at most " + MAX_DEPTH + " levels)");
+                        + " path inside the model folder, like file:1/model.onnx or file:/1/model.onnx (segments of letters, digits,"
+                        + " '.', '_', '-'; no '..', no empty segment, at most one leading '/', at most " + MAX_DEPTH + " levels)");
             }
-            if (path.equals(ModelConfigParser.CONFIG_FILE)) {
+            if (relative.equals(ModelConfigParser.CONFIG_FILE)) {
                 throw BackplaneException.invalid("load parameter 'file:" + path + "' of model '" + name
                         + "': the config comes from the 'config' parameter, not from a file");
             }
+            String before = given.putIfAbsent(relative, path);
+            if (before != null) {
+                throw BackplaneException.invalid("load parameters 'file:" + before + "' and 'file:" + path + "' of model '" + name
+                        + "' name the same file " + relative + "; send it once");
+            }
+            files.put(relative, f.getValue());
         }
+        return files;
     }
 
     private static boolean plainSegment(String s) {

@@ -37,6 +37,7 @@ final class AutoComplete {
     }
 
     static ModelConfig complete(PythonBackend backend, ModelContext context) {
+        PythonModel.checkStubName(context.name(), "model name");
         ModelConfig c = context.config();
         String file = c.defaultModelFilename().isEmpty() ? "model.py" : c.defaultModelFilename();
         Path versionDir = context.versionDirectory();

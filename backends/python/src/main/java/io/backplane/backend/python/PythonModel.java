@@ -27,6 +27,7 @@ final class PythonModel implements Model {
     PythonModel(PythonBackend backend, ModelContext context) {
         this.backend = backend;
         this.context = context;
+        checkStubName(context.name(), "model name");
         ModelConfig c = context.config();
         this.settings = backend.settingsFor(context, c);
         String file = c.defaultModelFilename().isEmpty() ? "model.py" : c.defaultModelFilename();
@@ -55,8 +56,28 @@ final class PythonModel implements Model {
         return context.name();
     }
 
+    /** The characters Triton's python backend refuses in a stub's name (its {@code INVALID_CHARS}): a shell would read them. */
+    static final String INVALID_CHARS = ";|&$`<>()[]{}\\\"'*?~#!";
+
+    /**
+     * Refuses a model or instance name that Triton's python backend refuses for its stub, with
+     * Triton's sentence first.
+     *
+     * @throws BackplaneException INVALID_ARGUMENT
+     */
+    static void checkStubName(String name, String what) {
+        for (int i = 0; i < name.length(); i++) {
+            if (INVALID_CHARS.indexOf(name.charAt(i)) >= 0) {
+                throw BackplaneException.invalid("Invalid stub name: contains invalid characters (python backend: " + what + " '" + name
+                        + "' contains '" + name.charAt(i) + "'; a python model's name and instance names must not contain any of "
+                        + INVALID_CHARS + ")");
+            }
+        }
+    }
+
     @Override
     public ModelInstance createInstance(InstanceContext instance) {
+        checkStubName(instance.name(), "instance name");
         return PythonInstance.start(this, instance);
     }
 

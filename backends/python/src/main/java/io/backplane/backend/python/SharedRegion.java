@@ -54,6 +54,8 @@ final class SharedRegion implements AutoCloseable {
 
     private final String prefix;
     private final long maxBytes;
+    /** Bytes a growth adds at least (Triton's shm-growth-byte-size); 0: double the last chunk. */
+    private long growthBytes;
     private final Arena arena = Arena.ofShared();
     private final List<Chunk> chunks = new CopyOnWriteArrayList<>();
     private final Map<Integer, MemorySegment> stubChunks = new ConcurrentHashMap<>();
@@ -71,8 +73,18 @@ final class SharedRegion implements AutoCloseable {
 
     /** A region owned by {@code owner}: {@link #unlinkAll(Path)} removes its files if it is still open then. */
     static SharedRegion create(int generation, long initialBytes, long maxBytes, Path owner) {
+        return create(generation, initialBytes, maxBytes, 0, owner);
+    }
+
+    /**
+     * A region owned by {@code owner} that grows by multiples of {@code growthBytes} (Triton's
+     * {@code shm-growth-byte-size}: the smallest multiple that holds the request), or by doubling
+     * its last chunk when it is 0.
+     */
+    static SharedRegion create(int generation, long initialBytes, long maxBytes, long growthBytes, Path owner) {
         SharedRegion r = create(generation, initialBytes, maxBytes);
         synchronized (r) {
+            r.growthBytes = growthBytes;
             if (!r.closed) {
                 r.owner = owner;
                 LIVE.computeIfAbsent(owner, o -> ConcurrentHashMap.newKeySet()).add(r.prefix);
@@ -158,9 +170,7 @@ final class SharedRegion implements AutoCloseable {
         try {
             Files.createFile(path, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
             try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
-                ch.truncate(size);
-                ch.position(size - 1);
-                ch.write(java.nio.ByteBuffer.allocate(1));
+                reserve(ch, size);
                 MemorySegment seg = ch.map(FileChannel.MapMode.READ_WRITE, 0, size, arena);
                 TreeMap<Long, Long> free = new TreeMap<>();
                 long start = k == 0 ? Wire.CONTROL_BYTES : 0;
@@ -169,8 +179,40 @@ final class SharedRegion implements AutoCloseable {
                 totalBytes += size;
             }
         } catch (IOException e) {
-            throw new BackplaneException(ErrorCode.INTERNAL, cannotGrow(totalBytes + size, "cannot create shared-memory file " + path + ": " + e
-                    + "; " + SHM_DIR + " may be full: in a container, give it more room (docker run --shm-size=1g)"), e);
+            try {
+                Files.deleteIfExists(path);
+            } catch (IOException suppressed) {
+                e.addSuppressed(suppressed);
+            }
+            throw new BackplaneException(ErrorCode.INTERNAL, cannotGrow(totalBytes + size, "cannot create shared-memory file " + path
+                    + " of " + size + " bytes: " + e + "; " + SHM_DIR + " (" + shmSpace() + ") may be full: in a container, give it more"
+                    + " room (docker run --shm-size), or lower '" + StubSettings.SHM_MAX + "' so that requests this large are refused"
+                    + " before they reach it"), e);
+        }
+    }
+
+    private static final int RESERVE_PIECE = 1 << 20;
+
+    /**
+     * Gives the file {@code size} bytes that the file system really holds, by writing zeros (a
+     * tmpfs grants a sparse file more than it has room for, and a write into such a mapping later
+     * kills the process with SIGBUS; Triton's pool reserves its pages the same way). A file system
+     * without room answers here, with an {@link IOException}.
+     */
+    private static void reserve(FileChannel ch, long size) throws IOException {
+        java.nio.ByteBuffer zeros = java.nio.ByteBuffer.allocate((int) Math.min(size, RESERVE_PIECE));
+        for (long at = 0; at < size;) {
+            zeros.clear().limit((int) Math.min(zeros.capacity(), size - at));
+            at += ch.write(zeros, at);
+        }
+    }
+
+    private static String shmSpace() {
+        try {
+            java.nio.file.FileStore store = Files.getFileStore(SHM_DIR);
+            return store.getUsableSpace() + " of " + store.getTotalSpace() + " bytes free";
+        } catch (IOException e) {
+            return "free space unknown: " + e;
         }
     }
 
@@ -194,7 +236,7 @@ final class SharedRegion implements AutoCloseable {
             return b;
         }
         long last = chunks.get(chunks.size() - 1).segment().byteSize();
-        long want = Math.max(size, 2 * last);
+        long want = growthBytes > 0 ? growthBytes * ((size + growthBytes - 1) / growthBytes) : Math.max(size, 2 * last);
         want = (want + 4095) & -4096L;
         if (totalBytes + want > maxBytes) {
             want = (size + 4095) & -4096L;

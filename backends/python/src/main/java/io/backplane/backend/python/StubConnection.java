@@ -323,7 +323,7 @@ final class StubConnection {
         AtomicBoolean timedOut = new AtomicBoolean();
         CompletableFuture<@Nullable Void> deadline = CompletableFuture.completedFuture(null);
         try {
-            region = SharedRegion.create(generation, settings.shmInitialBytes(), settings.shmMaxBytes(), socketDir);
+            region = SharedRegion.create(generation, settings.shmInitialBytes(), settings.shmMaxBytes(), settings.shmGrowthBytes(), socketDir);
             ctl = region.control();
             handOff.attach(ctl);
             ctl.set(ValueLayout.JAVA_LONG, Wire.W_HOST_FUTEX, Futex.available() ? 1L : 0L);

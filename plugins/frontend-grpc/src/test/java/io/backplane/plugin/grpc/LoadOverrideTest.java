@@ -167,6 +167,41 @@ class LoadOverrideTest {
         assertEquals(1, modelFolders().size());
     }
 
+    /** Triton's clients and QA tests name files from the model folder's root ({@code file:/1/model.py}); the files stay inside it. */
+    @Test
+    void loadWithFiles_leadingSlashNamesTheModelFolderRoot_grpcAndRest() throws Exception {
+        client.repositoryModelLoad(RepositoryModelLoadRequest.newBuilder().setModelName("ov")
+                .putParameters("config", text(CONFIG.formatted("ov", "OUT0"))).putParameters("file:/1/weights.bin", bytes("grpc weights"))
+                .build());
+        assertEquals("OUT0", outputName("ov"));
+        List<Path> first = modelFolders();
+        assertEquals(1, first.size(), first.toString());
+        assertEquals("grpc weights", Files.readString(first.get(0).resolve("ov/1/weights.bin")));
+
+        String body = "{\"parameters\":{\"config\":" + new com.fasterxml.jackson.databind.ObjectMapper().writeValueAsString(CONFIG.formatted("ov", "OUTX"))
+                + ",\"file:/1/weights.bin\":\"" + Base64.getEncoder().encodeToString("rest weights".getBytes(StandardCharsets.UTF_8)) + "\""
+                + ",\"file:/1/sub/more.txt\":\"" + Base64.getEncoder().encodeToString(new byte[] {1, 2, 3}) + "\"}}";
+        HttpResponse<String> r = post("/v2/repository/models/ov/load", body);
+        assertEquals(200, r.statusCode(), r.body());
+        assertEquals("OUTX", outputName("ov"));
+        List<Path> second = modelFolders();
+        assertEquals(1, second.size(), second.toString());
+        assertEquals("rest weights", Files.readString(second.get(0).resolve("ov/1/weights.bin")));
+        assertArrayEquals(new byte[] {1, 2, 3}, Files.readAllBytes(second.get(0).resolve("ov/1/sub/more.txt")));
+
+        // One file named twice, with and without the slash, is refused naming both.
+        StatusRuntimeException twice = assertThrows(StatusRuntimeException.class, () -> client.repositoryModelLoad(
+                RepositoryModelLoadRequest.newBuilder().setModelName("ov").putParameters("config", text(CONFIG.formatted("ov", "OUT0")))
+                        .putParameters("file:/1/weights.bin", bytes("a")).putParameters("file:1/weights.bin", bytes("b")).build()));
+        assertEquals(Status.Code.INVALID_ARGUMENT, twice.getStatus().getCode());
+        assertTrue(twice.getStatus().getDescription().contains("'file:/1/weights.bin'")
+                && twice.getStatus().getDescription().contains("'file:1/weights.bin'"), twice.getStatus().toString());
+        assertEquals("OUTX", outputName("ov"), "a refused load keeps the loaded version serving");
+
+        client.repositoryModelUnload(RepositoryModelUnloadRequest.newBuilder().setModelName("ov").build());
+        assertEquals(List.of(), modelFolders(), "unload removes the files");
+    }
+
     @Test
     void loadWithConfigOnly_appliesToTheRepositoryFiles_thenPlainLoadRestoresTheRepositoryConfig() throws Exception {
         client.repositoryModelLoad(RepositoryModelLoadRequest.newBuilder().setModelName("m").build());
@@ -183,8 +218,8 @@ class LoadOverrideTest {
     void loadWithBadParameters_refusedNamingTheValue_nothingWritten() throws Exception {
         client.repositoryModelLoad(RepositoryModelLoadRequest.newBuilder().setModelName("m").build());
         String config = CONFIG.formatted("ov", "OUT0");
-        for (String bad : List.of("file:../escape", "file:/etc/passwd", "file:1/../../escape", "file:1//x", "file:", "file:1\\x",
-                "file:config.pbtxt")) {
+        for (String bad : List.of("file:../escape", "file:/../escape", "file://etc/passwd", "file:/", "file:1/../../escape", "file:1//x",
+                "file:", "file:1\\x", "file:/1\\x", "file:config.pbtxt", "file:/config.pbtxt")) {
             StatusRuntimeException e = assertThrows(StatusRuntimeException.class, () -> client.repositoryModelLoad(
                     RepositoryModelLoadRequest.newBuilder().setModelName("ov").putParameters("config", text(config))
                             .putParameters(bad, bytes("x")).build()));

@@ -57,6 +57,9 @@ def from_dlpack(name, obj):
     import triton_python_backend_utils as pb_utils
     if not isinstance(name, str):
         raise pb_utils.TritonModelException("Tensor.from_dlpack: name must be a str, got %s" % type(name).__name__)
+    if obj is None:
+        raise pb_utils.TritonModelException("Tensor.from_dlpack('%s'): the object is None; pass a tensor that supports DLPack "
+                                            "(__dlpack__) or a DLPack capsule" % name)
     torch = _torch()
     if torch is not None and isinstance(obj, torch.Tensor):
         if obj.device.type != "cpu":

@@ -8,6 +8,7 @@ to shm_max_bytes, so nothing the host has mapped is ever remapped or moved.
 """
 
 import bisect
+import errno
 import mmap
 import os
 import sys
@@ -82,6 +83,25 @@ class HostChunks:
         return u8[off:off + n]
 
 
+def _reserve(fd, size):
+    """Makes the file system really hold the file's pages (a tmpfs grants a sparse file more than it has
+    room for, and a write into such a mapping kills the stub with SIGBUS); no room raises OSError (ENOSPC)."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as e:
+        if e.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            return  # a file system without fallocate: keep the sparse file, as before
+        raise
+
+
+def _shm_space():
+    try:
+        st = os.statvfs(SHM_DIR)
+        return "%d of %d bytes free" % (st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize)
+    except OSError as e:
+        return "free space unknown: %s" % e
+
+
 class Arena:
     """The stub's own shared-memory chunks (outputs and results), first-fit with coalescing."""
 
@@ -109,6 +129,7 @@ class Arena:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
             try:
                 os.ftruncate(fd, size)
+                _reserve(fd, size)
                 mm = mmap.mmap(fd, size)
             finally:
                 os.close(fd)
@@ -118,8 +139,9 @@ class Arena:
             except OSError:
                 pass
             raise pb_utils.TritonModelException(self._cannot_grow(
-                self.total + size, "cannot create shared-memory file %s: %s; %s may be full: in a container, give it "
-                "more room (docker run --shm-size=1g)" % (path, e, SHM_DIR)))
+                self.total + size, "cannot create shared-memory file %s of %d bytes: %s; %s (%s) may be full: in a "
+                "container, give it more room (docker run --shm-size), or lower shm_max_bytes so that requests this large "
+                "are refused before they reach it" % (path, size, e, SHM_DIR, _shm_space())))
         self.chunks.append((mm, np.frombuffer(mm, dtype=np.uint8), size))
         self.free.append([[0, size]])
         self.total += size

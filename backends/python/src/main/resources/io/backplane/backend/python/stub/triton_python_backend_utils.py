@@ -5,7 +5,9 @@ The runtime hooks (``_runtime``) are installed by ``backplane_stub``.
 """
 
 import contextvars
+import enum
 import json
+import numbers
 import struct
 import threading
 import weakref
@@ -94,11 +96,21 @@ class TritonModelException(Exception):
         return str(self)
 
 
-class LogLevel:
+class LogLevel(enum.IntEnum):
+    """Triton's log levels (an enum, as Triton's binding: a plain int is not one)."""
     INFO = 0
     WARNING = 1
     ERROR = 2
     VERBOSE = 3
+
+
+_MISSING = object()
+
+
+def _incompatible(function, signature, given):
+    """The TypeError Triton's binding (pybind11) raises for an argument of the wrong type."""
+    return TypeError("%s(): incompatible function arguments. The following argument types are supported:\n    1. %s\n\n"
+                     "Invoked with: %s" % (function, signature, given))
 
 
 class Logger:
@@ -106,6 +118,9 @@ class Logger:
 
     @staticmethod
     def log(message, level=LogLevel.INFO):
+        if not isinstance(message, str) or not isinstance(level, LogLevel):
+            raise _incompatible("log", "(message: str, level: triton_python_backend_utils.LogLevel = LogLevel.INFO) -> None",
+                                "%r, %r" % (message, level))
         if _runtime is not None:
             _runtime.log(int(level), str(message))
 
@@ -141,10 +156,12 @@ class Tensor:
     __slots__ = ("_name", "_array", "_bf16")
 
     def __init__(self, name, array, *args):
-        if not isinstance(name, str):
-            raise TritonModelException("Tensor name must be a str, got %s" % type(name).__name__)
-        if not isinstance(array, np.ndarray):
-            raise TritonModelException("Tensor '%s': data must be a numpy.ndarray, got %s" % (name, type(array).__name__))
+        # Triton's binding refuses a name that is not a str and data that is not an array with a TypeError.
+        if not isinstance(name, str) or not isinstance(array, np.ndarray):
+            raise TypeError("__init__(): incompatible constructor arguments. The following argument types are supported:\n"
+                            "    1. triton_python_backend_utils.Tensor(name: str, numpy_array: numpy.ndarray)\n\n"
+                            "Invoked with: %r, %s\n(Backplane: the name must be a str and the data a numpy.ndarray)"
+                            % (name, type(array).__name__))
         if array.dtype.kind in ("S", "U"):
             array = _to_object_array(array)
         elif array.dtype != np.object_ and array.dtype not in _NUMPY_TO_TRITON:
@@ -158,8 +175,9 @@ class Tensor:
 
     def as_numpy(self):
         if self._bf16:
-            raise TritonModelException("Tensor '%s' is BF16, which numpy cannot represent; use to_dlpack() "
-                                       "(e.g. torch.utils.dlpack.from_dlpack(tensor.to_dlpack()))" % self._name)
+            raise TritonModelException("Tensor dtype is BF16 and cannot be converted to NumPy. Use to_dlpack() and from_dlpack() "
+                                       "instead. (Backplane: tensor '%s'; e.g. torch.utils.dlpack.from_dlpack(tensor.to_dlpack()))"
+                                       % self._name)
         return self._array
 
     def shape(self):
@@ -190,11 +208,16 @@ class Tensor:
 
 
 class InferenceResponse:
-    def __init__(self, output_tensors=None, error=None, parameters=None):
-        if output_tensors is None:
+    def __init__(self, output_tensors=_MISSING, error=None, parameters=None):
+        if output_tensors is _MISSING:
             output_tensors = []
         if not isinstance(output_tensors, (list, tuple)):
-            raise TritonModelException("InferenceResponse: output_tensors must be a list of pb_utils.Tensor")
+            # Triton's binding: a TypeError for None or anything that is not a list
+            raise TypeError("__init__(): incompatible constructor arguments. The following argument types are supported:\n"
+                            "    1. triton_python_backend_utils.InferenceResponse(output_tensors: List[triton_python_backend_utils.Tensor]"
+                            " = [], error: triton_python_backend_utils.TritonError = None, parameters: object = None)\n\n"
+                            "Invoked with: kwargs: output_tensors=%r\n(Backplane: output_tensors must be a list of pb_utils.Tensor)"
+                            % (output_tensors,))
         for t in output_tensors:
             if not isinstance(t, Tensor):
                 raise TritonModelException("InferenceResponse: output_tensors holds a %s, not a pb_utils.Tensor"
@@ -321,7 +344,6 @@ def _sequence_encode(correlation_id, flags):
         return "%d:s%s" % (int(flags or 0), correlation_id)
     return "%d:n%d" % (int(flags or 0), int(correlation_id))
 
-_MISSING = object()
 
 _REQUEST_SIGNATURE = (
     "__init__(): incompatible constructor arguments. The following argument types are supported:\n"
@@ -354,11 +376,29 @@ def _bls_model_name(model_name):
 class InferenceRequest:
     """A request given to execute(); one you construct yourself is a BLS call: exec() or async_exec() it."""
 
-    def __init__(self, model_name=_MISSING, inputs=None, requested_output_names=None, request_id="", correlation_id=0,
+    def __init__(self, model_name=_MISSING, inputs=_MISSING, requested_output_names=_MISSING, request_id="", correlation_id=0,
                  flags=0, timeout=0, preferred_memory=None, trace=None, parameters=None, model_version=-1, **kwargs):
         self._bls_model = _bls_model_name(model_name)
-        self._inputs = list(inputs or [])
-        self._requested = list(requested_output_names or [])
+        # Triton's binding: None where a list, a str or a number goes is a TypeError; a None in the inputs is its
+        # TritonModelException.
+        for arg, value, ok in (("inputs", inputs, isinstance(inputs, (list, tuple)) or inputs is _MISSING),
+                               ("requested_output_names", requested_output_names,
+                                requested_output_names is _MISSING or (isinstance(requested_output_names, (list, tuple))
+                                                                       and all(isinstance(n, str) for n in requested_output_names))),
+                               ("request_id", request_id, isinstance(request_id, str)),
+                               ("correlation_id", correlation_id, isinstance(correlation_id, (numbers.Integral, str))),
+                               ("model_version", model_version, isinstance(model_version, numbers.Integral)),
+                               ("flags", flags, isinstance(flags, numbers.Integral)),
+                               ("timeout", timeout, isinstance(timeout, numbers.Integral))):
+            if not ok:
+                raise TypeError(_REQUEST_SIGNATURE + "Invoked with: kwargs: %s=%r\n(Backplane: %s has the wrong type: %s)"
+                                % (arg, value, arg, type(value).__name__))
+        inputs = [] if inputs is _MISSING else list(inputs)
+        for t in inputs:
+            if not isinstance(t, Tensor):
+                raise TritonModelException("Input tensor must be a pb_utils.Tensor, got %s (InferenceRequest inputs)" % type(t).__name__)
+        self._inputs = inputs
+        self._requested = [] if requested_output_names is _MISSING else list(requested_output_names)
         self._request_id = request_id
         self._correlation_id = correlation_id
         self._parameters = parameters if isinstance(parameters, str) else json.dumps(parameters or {})
