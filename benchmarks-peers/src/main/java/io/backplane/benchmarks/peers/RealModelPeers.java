@@ -231,7 +231,7 @@ final class RealModelPeers {
                     "--http-address", "127.0.0.1", "--grpc-port", "-1", "--metrics-port", "-1", "--openai-port", "-1", "--allow-links-outside-repository"));
             Path log = ctx.work.resolve("serve-" + port + ".log");
             Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile()).start();
-            String how = "`backplane serve` (" + (ctx.dist != null ? ctx.dist.resolve("bin/backplane") : "child JVM of peers.jar") + "), REST binary tensors";
+            String how = "`backplane serve` (" + (ctx.dist != null ? ctx.dist.resolve("bin/backplane") : "child JVM of peers.jar") + "), REST binary tensors; client: a keep-alive HTTP/1.1 socket per caller, on its thread (as requests.Session or tritonclient.http)";
             RestPeer peer = new RestPeer(p, m, port, backplaneConfig(ctx, m, false, how), backplaneConfig(ctx, m, true, how));
             try {
                 URI live = URI.create("http://127.0.0.1:" + port + "/v2/health/live");
@@ -286,22 +286,33 @@ final class RealModelPeers {
 
         @Override
         public Caller caller(boolean batched) {
-            URI infer = URI.create("http://127.0.0.1:" + port + "/v2/models/" + model.name() + (batched ? "_batched" : "") + "/infer");
-            return () -> {
-                HttpResponse<byte[]> r = client.send(HttpRequest.newBuilder(infer).timeout(Duration.ofSeconds(300))
-                        .header("Inference-Header-Content-Length", Integer.toString(headerLength)).header("Content-Type", "application/octet-stream")
-                        .POST(HttpRequest.BodyPublishers.ofByteArray(body)).build(), HttpResponse.BodyHandlers.ofByteArray());
-                if (r.statusCode() != 200) {
-                    throw new IOException("backplane serve answered " + r.statusCode() + ": " + new String(r.body(), StandardCharsets.UTF_8));
+            String path = "/v2/models/" + model.name() + (batched ? "_batched" : "") + "/infer";
+            Map<String, String> headers = Map.of("Inference-Header-Content-Length", Integer.toString(headerLength), "Content-Type", "application/octet-stream");
+            Http1Connection connection = new Http1Connection(URI.create("http://127.0.0.1:" + port), Duration.ofSeconds(300));
+            return new Caller() {
+                @Override
+                public float[] call() throws Exception {
+                    Http1Connection.Response r = connection.post(path, headers, body);
+                    if (r.status() != 200) {
+                        throw new IOException("backplane serve answered " + r.status() + ": " + new String(r.body(), StandardCharsets.UTF_8));
+                    }
+                    String length = r.header("Inference-Header-Content-Length");
+                    if (length == null) {
+                        throw new IOException("the answer has no binary outputs: " + new String(r.body(), StandardCharsets.UTF_8));
+                    }
+                    int head = Integer.parseInt(length);
+                    String json = new String(r.body(), 0, head, StandardCharsets.UTF_8);
+                    Matcher size = Pattern.compile("\"binary_data_size\":(\\d+)").matcher(json);
+                    if (!size.find()) {
+                        throw new IOException("no binary_data_size in " + json);
+                    }
+                    return floats(Arrays.copyOfRange(r.body(), head, head + Integer.parseInt(size.group(1))));
                 }
-                int head = Integer.parseInt(r.headers().firstValue("Inference-Header-Content-Length")
-                        .orElseThrow(() -> new IOException("the answer has no binary outputs: " + new String(r.body(), StandardCharsets.UTF_8))));
-                String json = new String(r.body(), 0, head, StandardCharsets.UTF_8);
-                Matcher size = Pattern.compile("\"binary_data_size\":(\\d+)").matcher(json);
-                if (!size.find()) {
-                    throw new IOException("no binary_data_size in " + json);
+
+                @Override
+                public void close() {
+                    connection.close();
                 }
-                return floats(Arrays.copyOfRange(r.body(), head, head + Integer.parseInt(size.group(1))));
             };
         }
 
@@ -605,13 +616,22 @@ final class RealModelPeers {
 
         @Override
         public Caller caller() {
-            return () -> {
-                HttpResponse<byte[]> r = client.send(HttpRequest.newBuilder(uri).timeout(Duration.ofSeconds(600)).POST(HttpRequest.BodyPublishers.ofByteArray(body))
-                        .build(), HttpResponse.BodyHandlers.ofByteArray());
-                if (r.statusCode() != 200) {
-                    throw new IOException(uri + " answered " + r.statusCode() + ": " + new String(r.body(), StandardCharsets.UTF_8));
+            Http1Connection connection = new Http1Connection(uri, Duration.ofSeconds(600));
+            String path = uri.getRawPath() == null || uri.getRawPath().isEmpty() ? "/" : uri.getRawPath();
+            return new Caller() {
+                @Override
+                public float[] call() throws Exception {
+                    Http1Connection.Response r = connection.post(path, Map.of(), body);
+                    if (r.status() != 200) {
+                        throw new IOException(uri + " answered " + r.status() + ": " + new String(r.body(), StandardCharsets.UTF_8));
+                    }
+                    return firstOutput(m, r.body());
                 }
-                return firstOutput(m, r.body());
+
+                @Override
+                public void close() {
+                    connection.close();
+                }
             };
         }
 

@@ -2,6 +2,7 @@ package io.backplane.plugin.grpc;
 
 import static java.util.Objects.requireNonNull;
 
+import io.backplane.protocol.AliasingMarshaller;
 import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.spi.host.Frontend;
 import io.backplane.spi.host.FrontendContext;
@@ -113,16 +114,17 @@ final class GrpcFrontend implements Frontend {
                     .channelFactory(() -> new CappedServerChannel(connections, options.maxConnections()))
                     .directExecutor()
                     .maxInboundMessageSize(options.maxMessageBytes())
+                    .flowControlWindow(options.flowControlWindowBytes())
                     .addTransportFilter(guard)
-                    .addService(guard.guard(new GrpcInferenceService(service, admin, shm, logs, tracer).bindService()))
+                    .addService(guard.guard(AliasingMarshaller.of(new GrpcInferenceService(service, admin, shm, logs, tracer).bindService())))
                     .build().start();
         } catch (Exception | Error e) {
             close();
             throw e;
         }
         endpoint = (options.sslCert() == null ? "grpc://" : "grpcs://") + options.host() + ":" + requireNonNull(server).getPort();
-        log.info("grpc frontend serving at {} (max message {} bytes, {} event loops, at most {} connections)", endpoint, options.maxMessageBytes(),
-                options.threads(), options.maxConnections());
+        log.info("grpc frontend serving at {} (max message {} bytes, flow-control window {} bytes, {} event loops, at most {} connections)",
+                endpoint, options.maxMessageBytes(), options.flowControlWindowBytes(), options.threads(), options.maxConnections());
     }
 
     private static ServerCredentials credentials(GrpcOptions o) throws IOException {

@@ -18,7 +18,7 @@ record GrpcOptions(String host, int port, int maxMessageBytes, int threads, long
                    long permitKeepaliveTimeMillis, boolean permitKeepaliveWithoutCalls, long maxConnectionIdleMillis, long maxConnectionAgeMillis,
                    long maxConnectionAgeGraceMillis, long handshakeTimeoutMillis, RestrictedApis restricted,
                    @Nullable Path sslCert, @Nullable Path sslKey, @Nullable Path sslRootCert, boolean sslMutual,
-                   int maxConnections) {
+                   int maxConnections, int flowControlWindowBytes) {
     static final Map<String, String> DOCUMENTATION = Map.ofEntries(
             Map.entry("host", "address to bind (default 0.0.0.0)"),
             Map.entry("port", "port to bind (default 8001; 0 picks a free port)"),
@@ -32,6 +32,9 @@ record GrpcOptions(String host, int port, int maxMessageBytes, int threads, long
             Map.entry("permit_keepalive_without_calls", "whether clients may ping with no call open (default false)"),
             Map.entry("max_connections", "connections held at once (default: a quarter of the process's file-descriptor limit, at least 64); "
                     + "a connection over it is closed as it is accepted"),
+            Map.entry("flow_control_window_bytes", "HTTP/2 flow-control window of each call and of each connection, in bytes "
+                    + "(default 16777216): how much a client may send before the server acknowledges it; a window smaller than a "
+                    + "message makes every such message wait for window updates"),
             Map.entry("max_connection_idle_ms", "a connection with no call open this long is closed (default 60000; 0: never)"),
             Map.entry("max_connection_age_ms", "a connection older than this is asked to reconnect (default 0: no limit)"),
             Map.entry("max_connection_age_grace_ms", "calls open at max_connection_age_ms get this long to finish (default 30000)"),
@@ -42,6 +45,9 @@ record GrpcOptions(String host, int port, int maxMessageBytes, int threads, long
             Map.entry("ssl_key", "PEM PKCS#8 private key file (Triton's --grpc-server-key)"),
             Map.entry("ssl_root_cert", "PEM file of the CAs that sign client certificates (Triton's --grpc-root-cert)"),
             Map.entry("ssl_mutual", "true: clients must present a certificate signed by ssl_root_cert (mTLS, Triton's --grpc-use-ssl-mutual)"));
+
+    /** 16 MiB: a few large tensors in flight per connection; grpc-java's own default (1 MiB) is smaller than one 6 MB tensor. */
+    static final int DEFAULT_FLOW_CONTROL_WINDOW = 16 << 20;
 
     static GrpcOptions parse(Map<String, String> options) {
         Set<String> unknown = new TreeSet<>(options.keySet());
@@ -74,7 +80,8 @@ record GrpcOptions(String host, int port, int maxMessageBytes, int threads, long
                 number(options, "handshake_timeout_ms", 10_000, 1, day),
                 RestrictedApis.parse("grpc frontend option restricted_protocol", options.get("restricted_protocol")),
                 cert, key, root, mutual,
-                (int) number(options, "max_connections", defaultMaxConnections(), 1, 1_000_000));
+                (int) number(options, "max_connections", defaultMaxConnections(), 1, 1_000_000),
+                (int) number(options, "flow_control_window_bytes", DEFAULT_FLOW_CONTROL_WINDOW, 65_535, Integer.MAX_VALUE));
     }
 
     /** A quarter of the file-descriptor limit, so connections never starve the stubs and files the host needs. */

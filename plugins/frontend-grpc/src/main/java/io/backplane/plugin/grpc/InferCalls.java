@@ -14,13 +14,18 @@ import io.backplane.spi.host.MemoryReservation;
 import io.grpc.StatusRuntimeException;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
+import io.grpc.netty.shaded.io.netty.util.concurrent.EventExecutor;
+import io.grpc.netty.shaded.io.netty.util.internal.ThreadExecutorMap;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executor;
+import java.util.concurrent.RejectedExecutionException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * {@code ModelInfer} and {@code ModelStreamInfer}: requests go to the host and complete from the
- * thread that ends them, never blocking a transport thread.
+ * {@code ModelInfer} and {@code ModelStreamInfer}: requests go to the host without blocking a
+ * transport thread. A {@code ModelInfer} reply is built and written on the connection's event loop
+ * (one hand-over from the thread that ends the request); stream responses go from that thread.
  */
 final class InferCalls {
     private static final Logger log = LoggerFactory.getLogger(InferCalls.class);
@@ -67,7 +72,9 @@ final class InferCalls {
         }
         // One callback, in this order: the trace ends and the memory is returned before the reply goes out, so a
         // client holding its answer finds a finished trace (two callbacks on one future run in no set order).
-        f.whenComplete((r, e) -> {
+        // It runs on the connection's event loop (the call came in on it: direct executor), so the model's thread hands the
+        // reply over once; sending the message and then the trailers from the model's thread woke the loop twice a call.
+        f.whenCompleteAsync((r, e) -> {
             held.close();
             try {
                 trace.finish(e != null ? e : r.error());
@@ -97,7 +104,22 @@ final class InferCalls {
             } catch (StatusRuntimeException cancelled) {
                 log.debug("client went away before its response: {}", cancelled.getStatus());
             }
-        });
+        }, loopOrCaller());
+    }
+
+    /** The event loop of the calling transport thread, falling back to the completing thread once it refuses work (shutdown). */
+    private static Executor loopOrCaller() {
+        EventExecutor loop = ThreadExecutorMap.currentExecutor();
+        if (loop == null) {
+            return Runnable::run;
+        }
+        return task -> {
+            try {
+                loop.execute(task);
+            } catch (RejectedExecutionException shuttingDown) {
+                task.run();
+            }
+        };
     }
 
     StreamObserver<ModelInferRequest> modelStreamInfer(StreamObserver<ModelStreamInferResponse> obs) {

@@ -110,6 +110,20 @@ final class ProtoTensors {
             }
         }
         int raw = m.getRawInputContentsCount();
+        // Triton checks each input in order, before it counts the raw entries, and words these as it does
+        for (ModelInferRequest.InferInputTensor in : m.getInputsList()) {
+            if (!in.hasContents()) {
+                continue;
+            }
+            if (in.containsParameters(SystemSharedMemory.REGION)) {
+                throw BackplaneException.invalid("unexpected 'content' provided when using shared memory for input tensor '" + in.getName()
+                        + "' for model '" + m.getModelName() + "'");
+            }
+            if (raw > 0) {
+                throw BackplaneException.invalid("contents field must not be specified when using raw_input_contents for '" + in.getName()
+                        + "' for model '" + m.getModelName() + "'");
+            }
+        }
         long inBand = m.getInputsList().stream().filter(in -> !in.containsParameters(SystemSharedMemory.REGION)).count();
         if (raw > 0 && raw != inBand) {
             throw BackplaneException.invalid("raw_input_contents has " + raw + " entries but the request has " + inBand
@@ -127,9 +141,6 @@ final class ProtoTensors {
             if (in.containsParameters(SystemSharedMemory.REGION)) {
                 b.input(SystemSharedMemory.input(lease(shm, in.getParametersMap(), "input '" + name + "'", leases), name, type, shape));
             } else if (raw > 0) {
-                if (in.hasContents()) {
-                    throw BackplaneException.invalid("input '" + name + "' has typed contents although raw_input_contents is used");
-                }
                 MemorySegment data = MemorySegment.ofBuffer(m.getRawInputContents(rawIndex++).asReadOnlyByteBuffer());
                 b.input(Tensor.of(name, type, shape, data));
             } else {

@@ -35,6 +35,8 @@ import io.backplane.protocol.inference.ServerMetadataResponse;
 import io.backplane.protocol.inference.ServerReadyRequest;
 import io.backplane.protocol.inference.TraceSettingRequest;
 import io.backplane.spi.DataType;
+import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.config.TensorConfig;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
@@ -75,7 +77,10 @@ class GrpcFrontendTest {
                 .model(TestBackend.slow("slow"))
                 .model(TestBackend.failing("fail"))
                 .model(TestBackend.identity("spare", DataType.INT32))
-                .loadModel("identity").loadModel("all_types").loadModel("repeat").loadModel("slow").loadModel("fail")
+                .model(ModelConfig.builder("simple").backend(TestBackend.NAME).maxBatchSize(8)
+                        .input(TensorConfig.of("INPUT0", DataType.INT32, 16)).input(TensorConfig.of("INPUT1", DataType.INT32, 16))
+                        .output(TensorConfig.of("OUTPUT0", DataType.INT32, 16)).output(TensorConfig.of("OUTPUT1", DataType.INT32, 16)).build())
+                .loadModel("simple").loadModel("identity").loadModel("all_types").loadModel("repeat").loadModel("slow").loadModel("fail")
                 .build();
         frontend = (GrpcFrontend) new GrpcFrontendFactory().create(TestSupport.context(host,
                 Map.of("host", "127.0.0.1", "port", "0", "max_message_bytes", "65536")));
@@ -233,6 +238,40 @@ class GrpcFrontendTest {
                 .addInputs(ModelInferRequest.InferInputTensor.newBuilder().setName("IN").setDatatype("INT64").addShape(1)
                         .setContents(InferTensorContents.newBuilder().addInt64Contents(1))).build())));
         assertEquals(Status.Code.RESOURCE_EXHAUSTED, code(() -> client.modelInfer(fp32("identity", new float[20_000]))));
+        assertStillServes();
+    }
+
+    /**
+     * Triton's {@code grpc_explicit_int_content_client.py}: typed {@code int_contents} for both inputs
+     * serve; adding one {@code raw_input_contents} entry while INPUT0 keeps its contents is refused with
+     * Triton's words, before the raw entries are counted against the inputs.
+     */
+    @Test
+    void modelInfer_contentsBesideRawInputContents_invalidArgumentAsTritonWordsIt() {
+        InferTensorContents.Builder sixteen = InferTensorContents.newBuilder();
+        for (int i = 0; i < 16; i++) {
+            sixteen.addIntContents(i);
+        }
+        ModelInferRequest typed = ModelInferRequest.newBuilder().setModelName("simple")
+                .addInputs(ModelInferRequest.InferInputTensor.newBuilder().setName("INPUT0").setDatatype("INT32").addShape(1).addShape(16).setContents(sixteen))
+                .addInputs(ModelInferRequest.InferInputTensor.newBuilder().setName("INPUT1").setDatatype("INT32").addShape(1).addShape(16).setContents(sixteen))
+                .addOutputs(ModelInferRequest.InferRequestedOutputTensor.newBuilder().setName("OUTPUT0"))
+                .addOutputs(ModelInferRequest.InferRequestedOutputTensor.newBuilder().setName("OUTPUT1")).build();
+        ModelInferResponse ok = client.modelInfer(typed);
+        assertEquals(15, ok.getRawOutputContents(0).asReadOnlyByteBuffer().order(ByteOrder.LITTLE_ENDIAN).getInt(60));
+
+        ModelInferRequest both = typed.toBuilder().addRawInputContents(ByteString.copyFrom(new byte[32])).build();
+        StatusRuntimeException e = assertThrows(StatusRuntimeException.class, () -> client.modelInfer(both));
+        assertEquals(Status.Code.INVALID_ARGUMENT, e.getStatus().getCode());
+        assertEquals("contents field must not be specified when using raw_input_contents for 'INPUT0' for model 'simple'",
+                e.getStatus().getDescription());
+
+        ModelInferRequest second = fp32("identity", 1f, 2f).toBuilder().setInputs(0, fp32("identity", 1f, 2f).getInputs(0).toBuilder()
+                .setContents(InferTensorContents.newBuilder().addFp32Contents(1f).addFp32Contents(2f))).build();
+        e = assertThrows(StatusRuntimeException.class, () -> client.modelInfer(second));
+        assertEquals(Status.Code.INVALID_ARGUMENT, e.getStatus().getCode());
+        assertEquals("contents field must not be specified when using raw_input_contents for 'IN0' for model 'identity'",
+                e.getStatus().getDescription());
         assertStillServes();
     }
 

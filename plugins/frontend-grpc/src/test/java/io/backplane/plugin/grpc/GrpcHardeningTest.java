@@ -272,6 +272,14 @@ class GrpcHardeningTest {
     }
 
     @Test
+    void options_flowControlWindow_defaultSixteenMiB_setOrRefusedNamingIt() {
+        assertEquals(16 << 20, GrpcOptions.parse(Map.of()).flowControlWindowBytes());
+        assertEquals(1 << 20, GrpcOptions.parse(Map.of("flow_control_window_bytes", "1048576")).flowControlWindowBytes());
+        var e = assertThrows(RuntimeException.class, () -> GrpcOptions.parse(Map.of("flow_control_window_bytes", "1000")));
+        assertTrue(e.getMessage().contains("flow_control_window_bytes"), e.getMessage());
+    }
+
+    @Test
     void options_mutualWithoutRootCert_rejectedNamingIt() {
         var e = assertThrows(RuntimeException.class, () -> GrpcOptions.parse(Map.of("ssl_mutual", "true")));
         assertTrue(e.getMessage().contains("ssl_root_cert"), e.getMessage());

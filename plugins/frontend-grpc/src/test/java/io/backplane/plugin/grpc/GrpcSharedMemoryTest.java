@@ -106,6 +106,20 @@ class GrpcSharedMemoryTest {
         assertTrue(e.getStatus().getDescription().contains("outside region 'r' of 64 bytes"), e.getStatus().getDescription());
     }
 
+    /** Triton refuses typed contents on an input that names a region, with this wording. */
+    @Test
+    void modelInfer_contentsBesideARegion_invalidArgumentAsTritonWordsIt() {
+        client.systemSharedMemoryRegister(SystemSharedMemoryRegisterRequest.newBuilder().setName("r").setKey(key).setByteSize(64).build());
+        StatusRuntimeException e = assertThrows(StatusRuntimeException.class, () -> client.modelInfer(ModelInferRequest.newBuilder()
+                .setModelName("identity")
+                .addInputs(ModelInferRequest.InferInputTensor.newBuilder().setName("IN0").setDatatype("FP32").addShape(2).putAllParameters(shm("r", 0, 8))
+                        .setContents(io.backplane.protocol.inference.InferTensorContents.newBuilder().addFp32Contents(1f).addFp32Contents(2f)))
+                .build()));
+        assertEquals(Status.Code.INVALID_ARGUMENT, e.getStatus().getCode());
+        assertEquals("unexpected 'content' provided when using shared memory for input tensor 'IN0' for model 'identity'",
+                e.getStatus().getDescription());
+    }
+
     @Test
     void register_objectSmallerThanClaimed_invalidArgumentAndNotRegistered() {
         StatusRuntimeException e = assertThrows(StatusRuntimeException.class, () -> client.systemSharedMemoryRegister(
