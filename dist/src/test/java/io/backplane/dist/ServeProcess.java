@@ -1,5 +1,6 @@
 package io.backplane.dist;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -194,6 +195,15 @@ final class ServeProcess implements AutoCloseable {
     int awaitExit() throws InterruptedException {
         assertTrue(process.waitFor(EXIT.toSeconds(), TimeUnit.SECONDS), "no exit within " + EXIT.toSeconds() + " s:\n" + output());
         return process.exitValue();
+    }
+
+    /** SIGTERM to a server still running, then checks that it exited with 0 and left no shared-memory files. */
+    void terminateCleanly() throws Exception {
+        if (isAlive()) {
+            signal("TERM", false);
+            assertEquals(0, awaitExit(), output());
+            assertEquals(List.of(), shmFiles(pid()), "shared-memory files left");
+        }
     }
 
     /** The server's files in /dev/shm ({@code backplane-PID-*}), sorted. */

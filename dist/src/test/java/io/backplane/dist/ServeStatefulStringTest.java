@@ -1,6 +1,5 @@
 package io.backplane.dist;
 
-import static io.backplane.dist.ServeProcess.shmFiles;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -101,11 +100,7 @@ class ServeStatefulStringTest {
             return;
         }
         try (ServeProcess s = server) {
-            if (s.isAlive()) {
-                s.signal("TERM", false);
-                assertEquals(0, s.awaitExit(), s.output());
-                assertEquals(List.of(), shmFiles(s.pid()), "shared-memory files left");
-            }
+            s.terminateCleanly();
         }
     }
 
