@@ -106,6 +106,27 @@ record SessionSettings(int intraOpThreads, int interOpThreads, ExecutionMode exe
                 s.configEntries(), s.runConfigEntries(), accelerators);
     }
 
+    private static boolean known(String key) {
+        return KEYS.contains(key) || key.startsWith(CONFIG_PREFIX);
+    }
+
+    /** Whether {@code key} begins as one of this backend's keys does (its first word, e.g. "intra" of intra_op_threads). */
+    private static boolean looksLikeOurs(String key) {
+        String first = firstWord(key);
+        return KEYS.stream().anyMatch(k -> firstWord(k).equals(first));
+    }
+
+    private static String firstWord(String key) {
+        int cut = key.length();
+        for (char c : new char[] {'_', '.'}) {
+            int i = key.indexOf(c);
+            if (i > 0 && i < cut) {
+                cut = i;
+            }
+        }
+        return key.substring(0, cut).toLowerCase(java.util.Locale.ROOT);
+    }
+
     /** Triton's {@code optimization { graph { level } }}: -1 basic, 0 (or absent) all, 1 basic and extended, 2 none. */
     static OptLevel tritonGraphLevel(String model, String value) {
         return switch (value.trim()) {
@@ -125,9 +146,23 @@ record SessionSettings(int intraOpThreads, int interOpThreads, ExecutionMode exe
      * @throws BackplaneException INVALID_ARGUMENT naming an unknown key or a bad value
      */
     static SessionSettings from(String model, Map<String, String> backendOptions, Map<String, String> modelParameters, int instances) {
-        Settings settings = Settings.of("model '" + model + "'", backendOptions, modelParameters);
-        settings.rejectUnknown(key -> KEYS.contains(key) || key.startsWith(CONFIG_PREFIX), "the cpu (onnxruntime) backend; use one of "
-                + new TreeSet<>(KEYS) + " or an ONNX Runtime session config key starting with 'session.'");
+        String knownTo = "the cpu (onnxruntime) backend; use one of " + new TreeSet<>(KEYS)
+                + " or an ONNX Runtime session config key starting with 'session.'";
+        // A backend option (--backend-config) is the operator's, for this backend alone: any unknown key is a mistake.
+        Settings.of("cpu backend option", backendOptions, Map.of()).rejectUnknown(SessionSettings::known, knownTo);
+        // A model parameter may be meant for someone else (Triton's examples carry execute_delay_ms for other backends, and
+        // Triton's onnxruntime backend ignores what it does not read): refused only when it looks like a misspelt key of ours.
+        Map<String, String> parameters = new LinkedHashMap<>();
+        for (Map.Entry<String, String> p : modelParameters.entrySet()) {
+            if (known(p.getKey()) || ModelConfig.HOST_PARAMETERS.contains(p.getKey()) || looksLikeOurs(p.getKey())) {
+                parameters.put(p.getKey(), p.getValue());
+            } else {
+                LOG.warn("model '{}': parameter '{}' is not read by the cpu (onnxruntime) backend and is ignored, as Triton's onnxruntime"
+                        + " backend ignores it (it reads {} and 'session.*' keys)", model, p.getKey(), new TreeSet<>(KEYS));
+            }
+        }
+        Settings settings = Settings.of("model '" + model + "'", backendOptions, parameters);
+        settings.rejectUnknown(SessionSettings::known, knownTo);
         int cpus = Runtime.getRuntime().availableProcessors();
         int threads = Math.max(1, Math.min(4, cpus / Math.max(1, instances)));
         Map<String, String> entries = new LinkedHashMap<>();

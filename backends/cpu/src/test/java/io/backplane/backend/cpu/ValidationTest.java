@@ -144,7 +144,8 @@ class ValidationTest {
         ModelConfig c = TestModels.addSub().toBuilder().parameter("intra_op_thread_count", "1").parameter("inter_op_thread_count", "1")
                 .parameter("execution_mode", "PARALLEL").parameter("graph_optimization_level", "basic")
                 .parameter("enable_mem_arena", "false").parameter("session.intra_op.allow_spinning", "0")
-                .parameter("batcher", "none").parameter("execute_timeout_ms", "5000").build(); // the last two are the host's
+                .parameter("batcher", "none").parameter("execute_timeout_ms", "5000") // the host's
+                .parameter("execute_delay_ms", "100").build(); // another backend's (Triton's simple_dyna_sequence carries it): ignored
         try (ModelHarness m = TestModels.start(c)) {
             assertFalse(m.infer(TestModels.request("add_sub", floats("INPUT0", 1, 4), floats("INPUT1", 1, 4))).isError());
         }
