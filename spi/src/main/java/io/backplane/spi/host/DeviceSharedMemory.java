@@ -96,7 +96,11 @@ public interface DeviceSharedMemory extends AutoCloseable {
     }
 }
 
-/** The no-GPU registry; the frontends answer its calls with their refusal before calling it. */
+/**
+ * The no-GPU registry: status lists nothing and unregister succeeds, as in Triton built without GPU
+ * support (its clients unregister every CUDA region before using system shared memory); the
+ * frontends refuse a register with their own sentence before calling it.
+ */
 enum Unavailable implements DeviceSharedMemory {
     INSTANCE;
 
@@ -114,9 +118,14 @@ enum Unavailable implements DeviceSharedMemory {
         throw refused();
     }
 
+    /** As Triton built without GPU support: no region; a named one is not found. */
     @Override
     public List<RegionStatus> status(@Nullable String name) {
-        throw refused();
+        if (name != null) {
+            throw io.backplane.spi.BackplaneException.notFound("Unable to find shared memory region: '" + name + "'; this server has no usable GPU,"
+                    + " so no CUDA shared-memory region is ever registered");
+        }
+        return List.of();
     }
 
     @Override
@@ -124,14 +133,13 @@ enum Unavailable implements DeviceSharedMemory {
         return false;
     }
 
+    /** Nothing to unregister: succeeds, as Triton's unregister of a region it does not hold (clients unregister everything first). */
     @Override
     public void unregister(String name) {
-        throw refused();
     }
 
     @Override
     public void unregisterAll() {
-        throw refused();
     }
 
     @Override

@@ -63,13 +63,9 @@ final class SharedMemoryCalls {
         });
     }
 
-    /** Triton's CUDA regions through the host's {@code DeviceSharedMemory}; without a usable GPU, refused as before. */
+    /** Triton's CUDA regions through the host's {@code DeviceSharedMemory}; without a usable GPU, none (as Triton without GPUs). */
     void cudaSharedMemoryStatus(CudaSharedMemoryStatusRequest req, StreamObserver<CudaSharedMemoryStatusResponse> obs) {
         DeviceSharedMemory cuda = shm.device();
-        if (!cuda.available()) {
-            obs.onError(status(CudaSharedMemory.refused()));
-            return;
-        }
         unary(obs, () -> {
             CudaSharedMemoryStatusResponse.Builder b = CudaSharedMemoryStatusResponse.newBuilder();
             for (DeviceSharedMemory.RegionStatus r : cuda.status(req.getName().isEmpty() ? null : req.getName())) {
@@ -101,10 +97,6 @@ final class SharedMemoryCalls {
 
     void cudaSharedMemoryUnregister(CudaSharedMemoryUnregisterRequest req, StreamObserver<CudaSharedMemoryUnregisterResponse> obs) {
         DeviceSharedMemory cuda = shm.device();
-        if (!cuda.available()) {
-            obs.onError(status(CudaSharedMemory.refused()));
-            return;
-        }
         unary(obs, () -> {
             if (req.getName().isEmpty()) {
                 cuda.unregisterAll();

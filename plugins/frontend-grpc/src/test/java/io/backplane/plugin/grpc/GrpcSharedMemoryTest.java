@@ -126,10 +126,8 @@ class GrpcSharedMemoryTest {
                 SystemSharedMemoryRegisterRequest.newBuilder().setName("r").setKey(key).setByteSize(1 << 20).build()));
         assertEquals(Status.Code.INVALID_ARGUMENT, e.getStatus().getCode());
         assertEquals(0, client.systemSharedMemoryStatus(SystemSharedMemoryStatusRequest.getDefaultInstance()).getRegionsCount());
-        StatusRuntimeException cuda = assertThrows(StatusRuntimeException.class,
-                () -> client.cudaSharedMemoryStatus(CudaSharedMemoryStatusRequest.getDefaultInstance()));
-        assertEquals(Status.Code.UNIMPLEMENTED, cuda.getStatus().getCode());
-        assertTrue(cuda.getStatus().getDescription().contains("CUDA shared memory is not supported"));
+        assertEquals(0, client.cudaSharedMemoryStatus(CudaSharedMemoryStatusRequest.getDefaultInstance()).getRegionsCount(),
+                "no GPU: no CUDA region, as Triton without GPUs answers");
     }
 
     @Test

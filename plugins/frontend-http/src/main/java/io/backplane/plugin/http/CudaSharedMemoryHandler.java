@@ -19,7 +19,8 @@ import java.util.List;
  * this class owns the REST shape (the paths in {@link SharedMemoryRoute}): register needs
  * {@code raw_handle: {"b64": …}} (the 64 bytes of a {@code cudaIpcMemHandle_t}), {@code device_id}
  * and {@code byte_size}; status lists {@code name}, {@code device_id}, {@code byte_size}.
- * Without a usable GPU every call is refused ({@link CudaSharedMemory}).
+ * Without a usable GPU a register is refused ({@link CudaSharedMemory}); status lists nothing and
+ * unregister succeeds, as in Triton built without GPU support.
  */
 final class CudaSharedMemoryHandler extends SharedMemoryRoute {
     private final SystemSharedMemory shm;
@@ -36,7 +37,7 @@ final class CudaSharedMemoryHandler extends SharedMemoryRoute {
             if (seg.size() == 5 && seg.get(2).equals("region") && seg.get(4).equals("register")) {
                 throw CudaSharedMemory.registerRefused(seg.get(3));
             }
-            throw CudaSharedMemory.refused();
+            // status and unregister answer as Triton without GPUs does: nothing registered, nothing to unregister
         }
         super.serve(call);
     }

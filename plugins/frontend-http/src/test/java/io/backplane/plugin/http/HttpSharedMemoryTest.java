@@ -152,9 +152,10 @@ class HttpSharedMemoryTest {
     }
 
     @Test
-    void cudaSharedMemory_anyCall_answersNotSupported() throws Exception {
-        HttpResponse<String> r = get("/v2/cudasharedmemory/status");
+    void cudaSharedMemory_registerAnswersNotSupported_statusEmpty() throws Exception {
+        HttpResponse<String> r = post("/v2/cudasharedmemory/region/g/register", "{\"raw_handle\": {\"b64\": \"AAAA\"}, \"device_id\": 0, \"byte_size\": 64}");
         assertEquals(501, r.statusCode(), "UNSUPPORTED is HTTP 501, as Triton answers");
         assertTrue(r.body().contains("CUDA shared memory is not supported"), r.body());
+        assertEquals("[]", get("/v2/cudasharedmemory/status").body());
     }
 }
