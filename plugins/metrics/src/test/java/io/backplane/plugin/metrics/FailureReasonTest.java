@@ -20,6 +20,7 @@ import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.config.QueuePolicy;
 import io.backplane.spi.config.TensorConfig;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -65,6 +66,13 @@ class FailureReasonTest {
                 MetricsFrontend metrics = (MetricsFrontend) new MetricsFrontendFactory().create(TestSupport.context(host,
                         java.util.Map.of("host", "127.0.0.1", "port", "0")))) {
             metrics.start();
+            // As Triton's: a loaded version's failure counters are there at 0 before any request, in Triton's label order,
+            // which clients matching the text rely on (Triton's lifecycle_test reads the value before its first request).
+            String before = metrics.scrape();
+            for (String reason : List.of("REJECTED", "CANCELED", "BACKEND", "OTHER")) {
+                assertTrue(before.contains("nv_inference_request_failure{model=\"fail\",reason=\"" + reason + "\",version=\"1\"} 0\n"), before);
+            }
+            assertTrue(before.contains("nv_inference_request_success{model=\"fail\",version=\"1\"} 0\n"), before);
             CompletableFuture<InferenceResponse> running = host.infer(request("gated"));
             assertTrue(gate.entered.tryAcquire(30, TimeUnit.SECONDS), "the first request reaches the instance");
             CompletableFuture<InferenceResponse> queued = host.infer(request("gated"));
