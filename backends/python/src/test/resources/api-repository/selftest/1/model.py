@@ -62,12 +62,40 @@ class PbUtilsTest(unittest.TestCase):
             pb_utils.Logger.log("selftest log line", level)
         self.assertTrue(issubclass(pb_utils.TritonModelException, Exception))
 
-    def test_response_parameters_types(self):
-        with self.assertRaises(pb_utils.TritonModelException):
-            pb_utils.InferenceResponse([], parameters={"nested": {"no": 1}})
-        with self.assertRaises(pb_utils.TritonModelException):
-            pb_utils.InferenceResponse([], parameters={1: "key must be str"})
-        self.assertEqual(pb_utils.InferenceResponse([], parameters={"a": 1}).parameters(), '{"a": 1}')
+    def test_logger_level_constants(self):
+        # Triton's binding nests LogLevel in Logger and exports its values there.
+        logger = pb_utils.Logger
+        self.assertIs(logger.LogLevel, pb_utils.LogLevel)
+        for name, value in (("INFO", 0), ("WARNING", 1), ("ERROR", 2), ("VERBOSE", 3)):
+            level = getattr(logger, name)
+            self.assertIs(level, getattr(pb_utils.LogLevel, name))
+            self.assertEqual(int(level), value)
+            logger.log("selftest %s line" % name, level)
+        logger.log("keyword level", level=logger.WARNING)
+
+    def test_parameters_types_and_texts(self):
+        # Triton's PyParametersToJSON: str keys; bool, int or str values; a dict or None.
+        def request(parameters):
+            return pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[], parameters=parameters)
+
+        def response(parameters):
+            return pb_utils.InferenceResponse([], parameters=parameters)
+
+        for make in (request, response):
+            for bad, text in (({"int": 2, "float": 0.5}, "Expect parameters values to have type bool/int/str, found type <class 'float'>"),
+                              ({"bool": True, "null": None}, "Expect parameters values to have type bool/int/str, found type <class 'NoneType'>"),
+                              ({"str": "", "list": ["variable"]}, "Expect parameters values to have type bool/int/str, found type <class 'list'>"),
+                              ({"nested": {"no": 1}}, "Expect parameters values to have type bool/int/str, found type <class 'dict'>"),
+                              ({1: "int key"}, "Expect parameters keys to have type str, found type <class 'int'>"),
+                              ([], ", got <class 'list'>"),
+                              ('{"a": 1}', ", got <class 'str'>")):
+                with self.assertRaises(pb_utils.TritonModelException, msg="%s %r" % (make.__name__, bad)) as e:
+                    make(bad)
+                self.assertIn(text, str(e.exception))
+            good = {"a": "1", "c": 3, "d": False, "f": ""}
+            self.assertEqual(make(good).parameters(), '{"a": "1", "c": 3, "d": false, "f": ""}')
+            self.assertEqual(make({}).parameters(), "{}")
+            self.assertEqual(make(None).parameters(), "{}")
 
     def test_argument_validation_as_tritons_binding(self):
         # What Triton's binding answers for a None or a wrong type: a TypeError, except where its own code checks

@@ -72,7 +72,7 @@ def answer(requests, run_later):
         elif mode == INTERRUPT:
             raise KeyboardInterrupt("stop")
         elif mode == PARAMETERS:
-            result = response(10, parameters={"text": "ten", "count": 10, "flag": True, "ratio": 0.5})
+            result = response(10, parameters={"text": "ten", "count": 10, "flag": True})
         elif mode == ECHO:
             seen = {"request_parameters": json.loads(request.parameters()), "argv": sys.argv, "pid": os.getpid()}
             result = response(11, parameters={"seen": json.dumps(seen)})

@@ -38,7 +38,46 @@ class TritonPythonModel:
             out.append("a counter was set")
         except pb_utils.TritonModelException:
             out.append("ok")
+        out += self._lifetime_and_argument_rules()
         self._keep = (fam, g1)
+        return out
+
+    @staticmethod
+    def _raises(call, text):
+        """'ok' if call() raises TritonModelException whose message holds text, else what happened."""
+        try:
+            call()
+        except pb_utils.TritonModelException as e:
+            return "ok" if text in str(e) else "message %r lacks %r" % (str(e), text)
+        return "no exception, expected %r" % text
+
+    def _lifetime_and_argument_rules(self):
+        out = []
+        # Deleting a family deletes the metrics created through it (Triton's MetricFamily owns them).
+        family = pb_utils.MetricFamily(name="bp_test_lifetime", description="deleted before its metric", kind=pb_utils.GAUGE)
+        orphan = family.Metric(labels={"k": "v"})
+        orphan.set(2)
+        del family
+        deleted = "Invalid metric operation as the corresponding 'MetricFamily' has been deleted."
+        out.append(self._raises(lambda: orphan.set(10), "Failed to set metric value: " + deleted))
+        out.append(self._raises(lambda: orphan.increment(10), "Failed to increment metric value: " + deleted))
+        out.append(self._raises(lambda: orphan.value(), "Failed to get metric value: " + deleted))
+        # Histograms: buckets required (a list; [] means only +Inf); no value().
+        hist = pb_utils.MetricFamily(name="bp_test_inf_only", description="buckets=[]", kind=pb_utils.HISTOGRAM)
+        out.append(self._raises(lambda: hist.Metric(labels={}), "Failed to create metric. Missing required buckets."))
+        out.append(self._raises(lambda: hist.Metric(labels={}, buckets=None), "Failed to create metric. Missing required buckets."))
+        out.append(self._raises(lambda: hist.Metric(labels={}, buckets=(1.0, 2.0)), "Failed to create metric. Buckets must be a list."))
+        out.append(self._raises(lambda: hist.Metric(labels=[("k", "v")], buckets=[]), "Failed to create metric. Labels must be a dictionary."))
+        out.append(self._raises(lambda: hist.Metric(labels={}, buckets=[2.5, 0.1]), "Error when creating Metric: "))
+        out.append(self._raises(lambda: hist.Metric(labels={}, buckets=[1, 1, 2]), "Error when creating Metric: "))
+        inf_only = hist.Metric(labels={}, buckets=[])
+        inf_only.observe(3.0)
+        out.append(self._raises(lambda: inf_only.value(), "Failed to get metric value: Unsupported TRITONSERVER_MetricKind"))
+        out.append(self._raises(lambda: inf_only.increment(1), "Failed to increment metric value: "))
+        out.append(self._raises(lambda: inf_only.set(1), "Failed to set metric value: "))
+        out.append(self._raises(lambda: self.counter.observe(1), "Failed to observe metric value: "))
+        out.append(self._raises(lambda: self.requests.Metric(labels={}, buckets=[1.0]), "Failed to create metric. Unexpected buckets found."))
+        self._keep_histogram = (hist, inf_only)
         return out
 
     def execute(self, requests):

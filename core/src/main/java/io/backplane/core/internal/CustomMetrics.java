@@ -91,9 +91,7 @@ public final class CustomMetrics {
             key.put(e.getKey(), requireNonNull(e.getValue(), "label value is null"));
         }
         if (f.kind == MetricKind.HISTOGRAM) {
-            if (buckets.isEmpty()) {
-                throw BackplaneException.invalid("metric family '" + f.name + "' is a HISTOGRAM: give its metric bucket boundaries");
-            }
+            // no boundaries: only the +Inf bucket, as Triton's TRITONSERVER_MetricArgsSetHistogram with none
             for (int i = 0; i < buckets.size(); i++) {
                 double b = buckets.get(i);
                 if (Double.isNaN(b) || Double.isInfinite(b) || i > 0 && b <= buckets.get(i - 1)) {

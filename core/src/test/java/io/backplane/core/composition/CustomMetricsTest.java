@@ -67,13 +67,17 @@ class CustomMetricsTest {
     void histogram_countsIntoCumulativeBuckets() {
         var s = registry.scope("m");
         MetricFamily h = s.family("h", "d", MetricKind.HISTOGRAM);
-        assertThrows(BackplaneException.class, () -> h.metric(Map.of()), "buckets required");
+        Metric infOnly = h.metric(Map.of("only", "inf"));
+        infOnly.observe(7);
         assertThrows(BackplaneException.class, () -> h.metric(Map.of(), List.of(2.0, 1.0)), "increasing buckets");
         Metric m = h.metric(Map.of("a", "b"), List.of(1.0, 4.0));
         for (double v : new double[] {0.5, 1, 3, 9}) {
             m.observe(v);
         }
-        MetricFamilySnapshot.Series series = registry.snapshot().getFirst().series().getFirst();
+        List<MetricFamilySnapshot.Series> all = registry.snapshot().getFirst().series();
+        assertEquals(List.of(1L), all.get(0).bucketCounts(), "no boundaries: only the +Inf bucket (Triton's buckets=[])");
+        assertEquals(7.0, all.get(0).value());
+        MetricFamilySnapshot.Series series = all.get(1);
         assertEquals(List.of(2L, 3L, 4L), series.bucketCounts());
         assertEquals(13.5, series.value());
         s.close();

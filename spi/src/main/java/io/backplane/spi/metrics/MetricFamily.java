@@ -16,18 +16,20 @@ public interface MetricFamily extends AutoCloseable {
     MetricKind kind();
 
     /**
-     * A labelled series of this family (a COUNTER or GAUGE). Equal labels give the same series.
+     * A labelled series of this family without buckets (a COUNTER or GAUGE; for a HISTOGRAM, one
+     * with only the +Inf bucket). Equal labels give the same series.
      *
-     * @throws io.backplane.spi.BackplaneException INVALID_ARGUMENT for a HISTOGRAM family (give
-     *     buckets) or a bad label name; UNAVAILABLE after {@link #close()}
+     * @throws io.backplane.spi.BackplaneException INVALID_ARGUMENT for a bad label name;
+     *     UNAVAILABLE after {@link #close()}
      */
     default Metric metric(Map<String, String> labels) {
         return metric(labels, List.of());
     }
 
     /**
-     * A labelled series; {@code buckets} (strictly increasing upper bounds, without +Inf) are
-     * required for a HISTOGRAM family and must be empty otherwise.
+     * A labelled series; {@code buckets} (strictly increasing finite upper bounds, without +Inf)
+     * are for a HISTOGRAM family (empty: only the +Inf bucket, as in Triton) and must be empty
+     * otherwise.
      *
      * @throws io.backplane.spi.BackplaneException INVALID_ARGUMENT for wrong buckets or a bad
      *     label name; UNAVAILABLE after {@link #close()}

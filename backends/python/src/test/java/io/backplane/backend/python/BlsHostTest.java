@@ -20,6 +20,7 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.file.Path;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -370,7 +371,7 @@ class BlsHostTest {
                 }
                 InferenceResponse rules = host.infer(InferenceRequest.builder("metrics_user").input(Tensor.ofInts("X", new long[] {1}, -1)).build())
                         .get(60, TimeUnit.SECONDS);
-                assertEquals(List.of("ok", "ok", "ok", "ok"), rules.output("Y").toStringList());
+                assertEquals(Collections.nCopies(18, "ok"), rules.output("Y").toStringList());
                 String text = scrape(metrics.endpoint());
                 assertTrue(text.contains("# HELP bp_test_requests_total requests seen by metrics_user\n# TYPE bp_test_requests_total counter\n"), text);
                 assertTrue(text.contains("bp_test_requests_total{model=\"metrics_user\",version=\"1\"} 4\n"), text);
@@ -379,6 +380,8 @@ class BlsHostTest {
                 assertTrue(text.contains("bp_test_input_size_sum{model=\"metrics_user\"} 19\n"), text);
                 assertTrue(text.contains("# HELP bp_test_gauge first description\n"), text);
                 assertTrue(text.contains("bp_test_gauge{k=\"v\"} 4\n"), text);
+                assertTrue(text.contains("bp_test_inf_only_bucket{le=\"+Inf\"} 1\nbp_test_inf_only_sum 3\nbp_test_inf_only_count 1\n"), text);
+                assertTrue(!text.contains("bp_test_lifetime"), "a deleted family and its metric are gone from the host: " + text);
                 assertTrue(text.contains("backplane_"), "built-in series beside the custom ones");
                 host.unload("metrics_user");
                 String after = scrape(metrics.endpoint());

@@ -261,7 +261,9 @@ class Bls:
         pos += 4
         params = bytes(buf[pos:pos + n]).decode("utf-8")
         pos += n
-        return pb_utils.InferenceResponse(outs, parameters=params or "{}"), pos
+        resp = pb_utils.InferenceResponse(outs)
+        resp._parameters = params or "{}"  # the callee's JSON as the host passed it (a model's own are checked)
+        return resp, pos
 
     def on_frame(self, ftype, payload):
         """Reader thread: a BLS response or a metric reply."""
@@ -496,29 +498,63 @@ def request_async_exec(request, decoupled=False):
     return bls.async_single(call, request._bls_model)
 
 
+# Triton's text for an operation on a Metric whose MetricFamily was deleted first (Metric::CheckIfCleared).
+_FAMILY_DELETED = ("Invalid metric operation as the corresponding 'MetricFamily' has been deleted. The 'MetricFamily' object "
+                   "should be deleted AFTER its corresponding 'Metric' objects have been deleted.")
+
+
+def _failed(prefix, e):
+    return pb_utils.TritonModelException("%s: %s" % (prefix, e))
+
+
 class MetricFamily:
-    """A custom metric family, exported on the host's /metrics (Triton's pb_utils.MetricFamily)."""
+    """A custom metric family, exported on the host's /metrics (Triton's pb_utils.MetricFamily).
+
+    As in Triton, the family owns the metrics created through it: deleting it (its last Python
+    reference) deletes them too, and operations on them then raise TritonModelException.
+    """
     COUNTER = KIND_COUNTER
     GAUGE = KIND_GAUGE
     HISTOGRAM = KIND_HISTOGRAM
 
     def __init__(self, name, description, kind):
+        self._handle = None
+        self._metrics = weakref.WeakSet()
         if kind not in (KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM):
             raise pb_utils.TritonModelException("MetricFamily kind %r is unknown; use pb_utils.MetricFamily.COUNTER, GAUGE or HISTOGRAM"
                                                 % (kind,))
-        self._handle = None
         body = bytearray()
         _w_str(body, str(name))
         _w_str(body, str(description))
         body.append(kind)
-        self._handle, _ = _bls().metric_call(OP_FAMILY_NEW, bytes(body))
+        try:
+            self._handle, _ = _bls().metric_call(OP_FAMILY_NEW, bytes(body))
+        except pb_utils.TritonModelException as e:
+            raise _failed("Error when creating MetricFamily", e) from None
         self._name = str(name)
         self._kind = kind
 
     def Metric(self, labels=None, buckets=None):
-        return Metric(self, labels, buckets)
+        """A labelled series. Triton's rules: labels a dict (or None); buckets a list, required for a
+        HISTOGRAM (``[]``: only the +Inf bucket) and refused for a COUNTER or GAUGE."""
+        if labels is not None and not isinstance(labels, dict):
+            raise pb_utils.TritonModelException("Failed to create metric. Labels must be a dictionary.")
+        if buckets is not None:
+            if not isinstance(buckets, list):
+                raise pb_utils.TritonModelException("Failed to create metric. Buckets must be a list.")
+            if self._kind != KIND_HISTOGRAM:
+                raise pb_utils.TritonModelException("Failed to create metric. Unexpected buckets found.")
+        elif self._kind == KIND_HISTOGRAM:
+            raise pb_utils.TritonModelException("Failed to create metric. Missing required buckets.")
+        m = Metric(self, labels, buckets)
+        self._metrics.add(m)
+        return m
 
     def __del__(self):
+        metrics = getattr(self, "_metrics", None)
+        if metrics is not None:
+            for m in list(metrics):
+                m._clear()
         h = getattr(self, "_handle", None)
         if h is not None:
             try:
@@ -528,42 +564,61 @@ class MetricFamily:
 
 
 class Metric:
-    """One labelled series of a MetricFamily."""
+    """One labelled series of a MetricFamily (create it with ``family.Metric(...)``)."""
 
     def __init__(self, family, labels=None, buckets=None):
+        self._handle = None
+        self._cleared = False
         if labels is None:
             labels = {}
         if not isinstance(labels, dict):
-            raise pb_utils.TritonModelException("Metric labels must be a dict of str to str")
-        self._handle = None
+            raise pb_utils.TritonModelException("Failed to create metric. Labels must be a dictionary.")
+        self._kind = family._kind  # no reference to the family: deleting it must delete this metric (Triton)
         body = bytearray(_u64.pack(family._handle))
         _w_str(body, json.dumps({str(k): str(v) for k, v in labels.items()}))
         buckets = list(buckets or [])
         body += _u16.pack(len(buckets))
         for b in buckets:
             body += _f64.pack(float(b))
-        self._family = family
-        self._handle, _ = _bls().metric_call(OP_METRIC_NEW, bytes(body))
+        try:
+            self._handle, _ = _bls().metric_call(OP_METRIC_NEW, bytes(body))
+        except pb_utils.TritonModelException as e:
+            raise _failed("Error when creating Metric", e) from None
 
-    def _op(self, op, value):
-        return _bls().metric_call(op, _u64.pack(self._handle) + _f64.pack(float(value)))[1]
+    def _call(self, prefix, op, body):
+        if self._cleared:
+            raise _failed(prefix, _FAMILY_DELETED)
+        try:
+            return _bls().metric_call(op, _u64.pack(self._handle) + body)[1]
+        except pb_utils.TritonModelException as e:
+            raise _failed(prefix, e) from None
 
     def increment(self, value):
-        self._op(OP_INCREMENT, value)
+        self._call("Failed to increment metric value", OP_INCREMENT, _f64.pack(float(value)))
 
     def set(self, value):
-        self._op(OP_SET, value)
+        self._call("Failed to set metric value", OP_SET, _f64.pack(float(value)))
 
     def observe(self, value):
-        self._op(OP_OBSERVE, value)
+        self._call("Failed to observe metric value", OP_OBSERVE, _f64.pack(float(value)))
 
     def value(self):
-        return _bls().metric_call(OP_VALUE, _u64.pack(self._handle))[1]
+        if self._kind == KIND_HISTOGRAM and not self._cleared:
+            # Triton's core has no value for a histogram (TRITONSERVER_MetricValue)
+            raise _failed("Failed to get metric value", "Unsupported TRITONSERVER_MetricKind (Backplane: a HISTOGRAM has no value(); "
+                                                        "its _sum, _count and _bucket series are on /metrics)")
+        return self._call("Failed to get metric value", OP_VALUE, b"")
+
+    def _clear(self):
+        """Its family is being deleted: delete it on the host; later operations raise (Triton's Metric::Clear)."""
+        if not self._cleared:
+            self._cleared = True
+            h, self._handle = self._handle, None
+            if h is not None:
+                try:
+                    _bls().metric_delete(OP_METRIC_DEL, h)
+                except Exception:
+                    pass
 
     def __del__(self):
-        h = getattr(self, "_handle", None)
-        if h is not None:
-            try:
-                _bls().metric_delete(OP_METRIC_DEL, h)
-            except Exception:
-                pass
+        self._clear()

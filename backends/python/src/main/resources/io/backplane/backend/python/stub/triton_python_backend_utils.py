@@ -114,7 +114,17 @@ def _incompatible(function, signature, given):
 
 
 class Logger:
-    """Sends log lines to the host's log, tagged with model and instance."""
+    """Sends log lines to the host's log, tagged with model and instance.
+
+    As in Triton (whose binding nests the enum in Logger and exports its values), the levels are
+    also ``Logger.LogLevel`` and ``Logger.INFO``/``WARNING``/``ERROR``/``VERBOSE``:
+    ``logger.log(msg, logger.WARNING)``. A plain int is not a level (a TypeError, as in Triton).
+    """
+    LogLevel = LogLevel
+    INFO = LogLevel.INFO
+    WARNING = LogLevel.WARNING
+    ERROR = LogLevel.ERROR
+    VERBOSE = LogLevel.VERBOSE
 
     @staticmethod
     def log(message, level=LogLevel.INFO):
@@ -226,7 +236,7 @@ class InferenceResponse:
             error = TritonError(str(error))
         self._outputs = list(output_tensors)
         self._error = error
-        self._parameters = _response_parameters(parameters)
+        self._parameters = _parameters_json(parameters)
 
     def output_tensors(self):
         return self._outputs
@@ -241,27 +251,22 @@ class InferenceResponse:
         return self._parameters
 
 
-def _response_parameters(parameters):
-    """Response parameters as a JSON object string; keys are str, values bool, int, float or str (as in Triton)."""
+def _parameters_json(parameters):
+    """Request or response parameters as their JSON object string, checked as Triton's binding does
+    (PyDefaultArgumentToMutableType<py::dict> then PyParametersToJSON): None or a dict whose keys
+    are str and values bool, int or str; anything else raises TritonModelException with Triton's text."""
     if parameters is None:
         return "{}"
-    if isinstance(parameters, str):
-        try:
-            decoded = json.loads(parameters)
-        except ValueError as e:
-            raise TritonModelException("InferenceResponse parameters are not valid JSON: %s" % e)
-    else:
-        decoded = parameters
-    if not isinstance(decoded, dict):
-        raise TritonModelException("InferenceResponse parameters must be a dict (or its JSON), got %s"
-                                   % type(decoded).__name__)
-    for key, value in decoded.items():
+    if not isinstance(parameters, dict):
+        # Triton's text names the C++ type it expects (GCC's typeid name of py::dict)
+        raise TritonModelException("Expect N8pybind114dictE, got %s (Backplane: parameters must be a dict of str keys to "
+                                   "bool, int or str values, or None)" % type(parameters))
+    for key, value in parameters.items():
         if not isinstance(key, str):
             raise TritonModelException("Expect parameters keys to have type str, found type %s" % type(key))
-        if not isinstance(value, (bool, int, float, str)):
-            raise TritonModelException("Expect parameters values to have type bool/int/float/str, found type %s"
-                                       % type(value))
-    return parameters if isinstance(parameters, str) else json.dumps(parameters)
+        if not isinstance(value, (bool, int, str)):
+            raise TritonModelException("Expect parameters values to have type bool/int/str, found type %s" % type(value))
+    return json.dumps(parameters)
 
 
 class InferenceResponseSender:
@@ -401,7 +406,7 @@ class InferenceRequest:
         self._requested = [] if requested_output_names is _MISSING else list(requested_output_names)
         self._request_id = request_id
         self._correlation_id = correlation_id
-        self._parameters = parameters if isinstance(parameters, str) else json.dumps(parameters or {})
+        self._parameters = _parameters_json(parameters)
         self._model_version = int(model_version)
         self._timeout = int(timeout or 0)
         self._flags = int(flags or 0)
