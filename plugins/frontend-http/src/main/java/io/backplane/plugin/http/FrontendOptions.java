@@ -30,10 +30,12 @@ import org.jspecify.annotations.Nullable;
  * @param restricted API groups that need a header ({@code restricted_api}, Triton's {@code --http-restricted-api} syntax, {@code ;}-separated)
  * @param sslCert PEM certificate chain file for TLS ({@code ssl_cert}); with {@code ssl_key}, the frontend serves HTTPS
  * @param sslKey PEM PKCS#8 private key file for TLS ({@code ssl_key})
+ * @param healthJson whether the health and model-ready answers carry the Open Inference Protocol's JSON body
+ *     ({@code health_body}: {@code json}, the default, which KServe's client parses; {@code empty}, Triton's answer)
  */
 record FrontendOptions(String host, int port, int maxBodyBytes, int maxBinaryBodyBytes, int threads, long drainMillis, int maxConnections, long idleTimeoutMillis,
                        long headerTimeoutMillis, long bodyTimeoutMillis, int maxPipelined, RestrictedApis restricted,
-                       @Nullable Path sslCert, @Nullable Path sslKey) {
+                       @Nullable Path sslCert, @Nullable Path sslKey, boolean healthJson) {
     static final Map<String, String> DOCUMENTATION = Map.ofEntries(
             Map.entry("host", "address to bind (default 0.0.0.0)"),
             Map.entry("port", "port to bind (default 8000; 0 picks a free port)"),
@@ -50,7 +52,9 @@ record FrontendOptions(String host, int port, int maxBodyBytes, int maxBinaryBod
             Map.entry("max_pipelined", "requests read ahead on one connection while one is served (default 16)"),
             Map.entry("restricted_api", "<api>[,<api>...]:<header>=<value>, ';'-separated: API groups that need a header (Triton's --http-restricted-api)"),
             Map.entry("ssl_cert", "PEM certificate chain file; with ssl_key the frontend serves HTTPS"),
-            Map.entry("ssl_key", "PEM PKCS#8 private key file for ssl_cert"));
+            Map.entry("ssl_key", "PEM PKCS#8 private key file for ssl_cert"),
+            Map.entry("health_body", "json (default): /v2/health/{live,ready} and model ready answer {\"live\":…}/{\"ready\":…}, which KServe's"
+                    + " client parses; empty: no body, as Triton answers, for scripts that read the whole answer (curl -s -w %{http_code})"));
 
     static FrontendOptions parse(Map<String, String> options) {
         Set<String> unknown = new TreeSet<>(options.keySet());
@@ -75,7 +79,12 @@ record FrontendOptions(String host, int port, int maxBodyBytes, int maxBinaryBod
         if ((cert == null) != (key == null)) {
             throw BackplaneException.invalid("http frontend: options ssl_cert and ssl_key go together; give both files (PEM) or neither");
         }
-        return new FrontendOptions(host, port, maxBody, maxBinary, threads, drain, maxConnections, idle, header, body, pipelined, restricted, cert, key);
+        String health = options.getOrDefault("health_body", "json");
+        if (!health.equals("json") && !health.equals("empty")) {
+            throw BackplaneException.invalid("http frontend: option health_body='" + health + "' is neither 'json' nor 'empty'");
+        }
+        return new FrontendOptions(host, port, maxBody, maxBinary, threads, drain, maxConnections, idle, header, body, pipelined, restricted, cert, key,
+                health.equals("json"));
     }
 
     /** A quarter of the file-descriptor limit, so connections never starve the stubs and files the host needs. */

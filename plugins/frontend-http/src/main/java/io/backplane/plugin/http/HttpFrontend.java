@@ -101,7 +101,7 @@ final class HttpFrontend implements Frontend {
             t.setDaemon(true);
             return t;
         });
-        RestRouter router = new RestRouter(service, admin, replies, shm, options.restricted(), logs, tracer);
+        RestRouter router = new RestRouter(service, admin, replies, shm, options.restricted(), logs, tracer, options.healthJson());
         try {
             SslContext ssl = options.sslCert() == null ? null
                     : SslContextBuilder.forServer(requireNonNull(options.sslCert()).toFile(), requireNonNull(options.sslKey()).toFile()).build();

@@ -24,8 +24,11 @@ import java.util.List;
 final class ModelHandler implements RestRoute {
     private final InferenceService service;
 
-    ModelHandler(InferenceService service) {
+    private final boolean readyJson;
+
+    ModelHandler(InferenceService service, boolean readyJson) {
         this.service = requireNonNull(service, "service is null");
+        this.readyJson = readyJson;
     }
 
     @Override
@@ -36,7 +39,9 @@ final class ModelHandler implements RestRoute {
         switch (call.action()) {
             case "ready" -> service.checkModelReady(model, version).whenComplete((ready, e) -> {
                 try {
-                    if (e == null && Boolean.TRUE.equals(ready)) {
+                    if (e == null && Boolean.TRUE.equals(ready) && !readyJson) {
+                        call.sendEmpty(HttpResponseStatus.OK); // option health_body=empty: Triton's answer
+                    } else if (e == null && Boolean.TRUE.equals(ready)) {
                         // KServe's servers answer this body; Triton's clients read only the status.
                         call.sendJson(Json.write(g -> {
                             g.writeStartObject();

@@ -62,11 +62,11 @@ final class RestRouter extends SimpleChannelInboundHandler<FullHttpRequest> {
     private final Map<String, RestRoute> modelActions = new HashMap<>();
 
     RestRouter(InferenceService service, ExecutorService admin, OpenReplies replies, SystemSharedMemory shm, RestrictedApis restricted,
-            @Nullable LogControl logs, RequestTracer tracer) {
+            @Nullable LogControl logs, RequestTracer tracer, boolean healthJson) {
         requireNonNull(service, "service is null");
         this.replies = requireNonNull(replies, "replies is null");
         this.restricted = requireNonNull(restricted, "restricted is null");
-        server = new ServerHandler(service, logs, tracer, shm.device().available());
+        server = new ServerHandler(service, logs, tracer, shm.device().available(), healthJson);
         statistics = new StatisticsHandler(service);
         trace = new TraceHandler(tracer);
         extensions.put("health", server);
@@ -80,7 +80,7 @@ final class RestRouter extends SimpleChannelInboundHandler<FullHttpRequest> {
             }
             trace.serve(call);
         });
-        RestRoute model = new ModelHandler(service);
+        RestRoute model = new ModelHandler(service, healthJson);
         modelActions.put("", model);
         modelActions.put("ready", model);
         modelActions.put("config", model);

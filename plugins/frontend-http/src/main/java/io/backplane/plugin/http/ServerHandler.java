@@ -16,7 +16,9 @@ import org.jspecify.annotations.Nullable;
  * this host offers, as the gRPC frontend reports them; the probes answer the host's own liveness
  * and readiness (200, or 503), so Kubernetes sees real model state, with the Open Inference Protocol's
  * JSON bodies {@code {"live": true}} and {@code {"ready": true}} ({@code false} with the 503), which
- * KServe's {@code InferenceRESTClient} parses; Triton's clients read only the status.
+ * KServe's {@code InferenceRESTClient} parses; Triton's clients read only the status. Option
+ * {@code health_body=empty} answers the status alone, as Triton does, for scripts that compare the
+ * whole answer (Triton's QA {@code util.sh}: {@code curl -s -w %{http_code}}).
  */
 final class ServerHandler implements RestRoute {
     private final InferenceService service;
@@ -24,9 +26,11 @@ final class ServerHandler implements RestRoute {
     private final RequestTracer tracer;
 
     private final boolean cudaSharedMemory;
+    private final boolean healthJson;
 
-    ServerHandler(InferenceService service, @Nullable LogControl logs, RequestTracer tracer, boolean cudaSharedMemory) {
+    ServerHandler(InferenceService service, @Nullable LogControl logs, RequestTracer tracer, boolean cudaSharedMemory, boolean healthJson) {
         this.cudaSharedMemory = cudaSharedMemory;
+        this.healthJson = healthJson;
         this.service = requireNonNull(service, "service is null");
         this.logging = logs != null;
         this.tracer = requireNonNull(tracer, "tracer is null");
@@ -55,16 +59,21 @@ final class ServerHandler implements RestRoute {
         }
         call.requireMethod(HttpMethod.GET);
         if (seg.get(2).equals("live")) {
-            probe(call, "live", service.isLive());
+            probe(call, "live", service.isLive(), healthJson);
             return;
         }
         // The host's answer, which may wait for instances' readiness checks: answered when it comes, off the event loop.
-        service.checkReady().whenComplete((ok, e) -> probe(call, "ready", e == null && Boolean.TRUE.equals(ok)));
+        service.checkReady().whenComplete((ok, e) -> probe(call, "ready", e == null && Boolean.TRUE.equals(ok), healthJson));
     }
 
-    /** 200 {@code {"<field>": true}} or 503 {@code {"<field>": false}}. */
-    static void probe(RestCall call, String field, boolean yes) {
-        call.sendJson(yes ? HttpResponseStatus.OK : HttpResponseStatus.SERVICE_UNAVAILABLE, Json.write(g -> {
+    /** 200 {@code {"<field>": true}} or 503 {@code {"<field>": false}}; with {@code json} false, the status alone (Triton's answer). */
+    static void probe(RestCall call, String field, boolean yes, boolean json) {
+        HttpResponseStatus status = yes ? HttpResponseStatus.OK : HttpResponseStatus.SERVICE_UNAVAILABLE;
+        if (!json) {
+            call.sendEmpty(status);
+            return;
+        }
+        call.sendJson(status, Json.write(g -> {
             g.writeStartObject();
             g.writeBooleanField(field, yes);
             g.writeEndObject();
