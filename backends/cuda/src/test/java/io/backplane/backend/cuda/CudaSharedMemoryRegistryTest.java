@@ -229,6 +229,11 @@ class CudaSharedMemoryRegistryTest {
         DeviceSharedMemory none = DeviceSharedMemory.unavailable();
         assertFalse(none.available());
         assertFalse(none.contains("x"));
-        assertEquals(ErrorCode.UNSUPPORTED, assertThrows(BackplaneException.class, () -> none.status(null)).code());
+        // as Triton built without GPUs: no region, a named one not found, unregister has nothing to do; a register is refused
+        assertEquals(java.util.List.of(), none.status(null));
+        assertEquals(ErrorCode.NOT_FOUND, assertThrows(BackplaneException.class, () -> none.status("x")).code());
+        none.unregister("x");
+        none.unregisterAll();
+        assertEquals(ErrorCode.UNSUPPORTED, assertThrows(BackplaneException.class, () -> none.register("x", new byte[64], 0, 1)).code());
     }
 }
