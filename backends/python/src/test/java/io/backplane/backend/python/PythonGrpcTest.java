@@ -74,7 +74,7 @@ class PythonGrpcTest {
                 assertEquals("ten", p.get("text").getStringParam(), r.toString());
                 assertEquals(10, p.get("count").getInt64Param());
                 assertTrue(p.get("flag").getBoolParam());
-                assertEquals(0.5, p.get("ratio").getDoubleParam());
+                assertTrue(!p.containsKey("ratio") && p.size() == 3, "bool/int/str only, as Triton: " + p);
 
                 StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
                         () -> client.modelInfer(int32("sender", "MODE", PythonApiTest.FINAL_ONLY)));
