@@ -122,29 +122,15 @@ class BlsHostTest {
     private static List<Integer> fanout(BackplaneHost host, int id, int fanout) throws Exception {
         InferenceRequest req = InferenceRequest.builder("async_bls_fanout").input(Tensor.ofInts("ID", new long[] {1, 1}, id))
                 .input(Tensor.ofInts("FANOUT", new long[] {1, 1}, fanout)).build();
-        List<Integer> got = new java.util.concurrent.CopyOnWriteArrayList<>();
-        CompletableFuture<BackplaneException> end = new CompletableFuture<>();
-        host.stream(req, new io.backplane.spi.host.ResponseObserver() {
-            @Override
-            public void onResponse(InferenceResponse response) {
-                for (int v : response.output("OUT").toIntArray()) {
-                    got.add(v);
-                }
+        Streamed.Result r = Streamed.collect(host, req, 60);
+        assertEquals(null, r.error(), "request " + id + ": " + r.error());
+        List<Integer> got = new java.util.ArrayList<>();
+        for (InferenceResponse response : r.responses()) {
+            for (int v : response.output("OUT").toIntArray()) {
+                got.add(v);
             }
-
-            @Override
-            public void onComplete() {
-                end.complete(null);
-            }
-
-            @Override
-            public void onError(BackplaneException error) {
-                end.complete(error);
-            }
-        });
-        BackplaneException error = end.get(60, TimeUnit.SECONDS);
-        assertEquals(null, error, "request " + id + ": " + error);
-        return new java.util.ArrayList<>(got);
+        }
+        return got;
     }
 
     @Test
@@ -188,26 +174,9 @@ class BlsHostTest {
             for (String model : models) {
                 InferenceRequest req = InferenceRequest.builder(model).input(Tensor.ofInts("IN", new long[] {1}, 3))
                         .input(Tensor.ofStrings("TARGET", new long[] {1}, "add_sub")).build();
-                List<InferenceResponse> got = new java.util.concurrent.CopyOnWriteArrayList<>();
-                CompletableFuture<BackplaneException> end = new CompletableFuture<>();
-                host.stream(req, new io.backplane.spi.host.ResponseObserver() {
-                    @Override
-                    public void onResponse(InferenceResponse response) {
-                        got.add(response);
-                    }
-
-                    @Override
-                    public void onComplete() {
-                        end.complete(null);
-                    }
-
-                    @Override
-                    public void onError(BackplaneException error) {
-                        end.complete(error);
-                    }
-                });
-                BackplaneException error = end.get(60, TimeUnit.SECONDS);
-                assertEquals(null, error, model + ": " + error);
+                Streamed.Result r = Streamed.collect(host, req, 60);
+                assertEquals(null, r.error(), model + ": " + r.error());
+                List<InferenceResponse> got = r.responses();
                 assertEquals(1, got.size(), model);
                 com.fasterxml.jackson.databind.JsonNode rep = StubJson.MAPPER.readTree(got.get(0).output("REPORT").toStringList().get(0));
                 assertEquals(model.endsWith("_decoupled"), rep.get("decoupled_model").asBoolean(), model);

@@ -272,32 +272,6 @@ class PythonApiTest {
         }
     }
 
-    private static final class Streamed implements ResponseObserver {
-        final LinkedBlockingQueue<InferenceResponse> responses = new LinkedBlockingQueue<>();
-        final CompletableFuture<BackplaneException> end = new CompletableFuture<>();
-
-        @Override
-        public void onResponse(InferenceResponse response) {
-            responses.add(response);
-        }
-
-        @Override
-        public void onComplete() {
-            end.complete(null);
-        }
-
-        @Override
-        public void onError(BackplaneException error) {
-            end.complete(error);
-        }
-
-        InferenceResponse next() throws InterruptedException {
-            InferenceResponse r = responses.poll(60, TimeUnit.SECONDS);
-            assertNotNull(r, "no response within 60 s");
-            return r;
-        }
-    }
-
     private static InferenceRequest waitFor(int wait) {
         return InferenceRequest.builder("stream_async").input(Tensor.ofInts("WAIT", new long[] {1}, wait)).build();
     }

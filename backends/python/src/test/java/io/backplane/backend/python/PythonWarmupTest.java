@@ -144,26 +144,10 @@ class PythonWarmupTest {
                 .ownWarmup(Duration.ofMillis(500)).backendOption("python", StubSettings.HEARTBEAT_TIMEOUT, "10000").build()) {
             assertTrue(host.isModelReady("complete_final"));
             assertFalse(Files.exists(marks), "a request reached the model at load");
-            List<InferenceResponse> got = new java.util.concurrent.CopyOnWriteArrayList<>();
-            java.util.concurrent.CompletableFuture<io.backplane.spi.BackplaneException> end = new java.util.concurrent.CompletableFuture<>();
-            host.stream(InferenceRequest.builder("complete_final").input(Tensor.ofFloats("INPUT0", new long[] {1, 1}, 123.45f)).build(),
-                    new io.backplane.spi.host.ResponseObserver() {
-                        @Override
-                        public void onResponse(InferenceResponse response) {
-                            got.add(response);
-                        }
-
-                        @Override
-                        public void onComplete() {
-                            end.complete(null);
-                        }
-
-                        @Override
-                        public void onError(io.backplane.spi.BackplaneException error) {
-                            end.complete(error);
-                        }
-                    });
-            assertEquals(null, end.get(30, TimeUnit.SECONDS));
+            Streamed.Result r = Streamed.collect(host, InferenceRequest.builder("complete_final")
+                    .input(Tensor.ofFloats("INPUT0", new long[] {1, 1}, 123.45f)).build(), 30);
+            assertEquals(null, r.error());
+            List<InferenceResponse> got = r.responses();
             assertEquals(1, got.size(), "one response reaches the client");
             org.junit.jupiter.api.Assertions.assertArrayEquals(new float[] {123.45f}, got.get(0).output("OUTPUT0").toFloatArray());
             PythonBackendTest.waitFor(() -> { // the model writes its mark after the FINAL went out
