@@ -91,7 +91,8 @@ class TritonWordingTest {
             });
             BackplaneException e = end.get(60, TimeUnit.SECONDS);
             String m = String.valueOf(e == null ? null : e.getMessage());
-            String triton = "Python model 'stream_async' is using the decoupled mode and the execute function must return None.";
+            // Triton's stub names the instance there (pb_stub.cc), as Triton's decoupled_test expects
+            String triton = "Python model 'stream_async_0_0' is using the decoupled mode and the execute function must return None.";
             assertTrue(m.contains(triton), m);
             assertTrue(m.indexOf(triton) < m.indexOf("(Backplane: a decoupled model answers through request.get_response_sender()"), m);
         }

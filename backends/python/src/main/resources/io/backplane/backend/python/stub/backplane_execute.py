@@ -101,12 +101,12 @@ def take_final(req):
         return sender._closed, final
 
 
-def decoupled_returned(model_name):
-    """Triton's words for a decoupled execute() that returned something, then Backplane's hint."""
+def decoupled_returned(model_name, instance_name):
+    """Triton's words for a decoupled execute() that returned something (naming the instance, as its stub does), then Backplane's hint."""
     return ("Failed to process the request(s) for model '%s', message: Python model '%s' is using the decoupled mode and "
             "the execute function must return None. (Backplane: a decoupled model answers through "
             "request.get_response_sender() and returns None; to return responses from execute instead, drop "
-            "model_transaction_policy { decoupled: true } from its config)" % (model_name, model_name))
+            "model_transaction_policy { decoupled: true } from its config)" % (model_name, instance_name))
 
 
 def decoupled_outcomes(rt, requests, ret, error):
@@ -115,7 +115,7 @@ def decoupled_outcomes(rt, requests, ret, error):
     if error is not None:
         message = failure_message(rt.model_name, error)
     elif ret is not None:
-        message = decoupled_returned(rt.model_name)
+        message = decoupled_returned(rt.model_name, rt.instance_name)
     for req in requests:
         closed, _ = take_final(req)
         if closed:
@@ -201,7 +201,7 @@ def finish_in_background(rt, requests):
             rt.log(pb_utils.LogLevel.ERROR, "execute() raised for model '%s':\n%s" % (
                 rt.model_name, "".join(traceback.format_exception(error))))
         message = failure_message(rt.model_name, error) if error is not None else (
-            decoupled_returned(rt.model_name))
+            decoupled_returned(rt.model_name, rt.instance_name))
         for req in requests:
             sender = req.get_response_sender()
             with sender._lock:

@@ -84,6 +84,7 @@ class Runtime:
         self.sync_blocks = []
         self.model = None
         self.model_name = ""
+        self.instance_name = ""
         self.decoupled = False
         self.ctl = None
         self.futex = None
@@ -353,6 +354,7 @@ def main():
         raise ProtocolError("expected INIT, got frame type %d" % ftype)
     init = json.loads(payload.decode("utf-8"))
     rt.model_name = init["args"]["model_name"]
+    rt.instance_name = init["args"].get("model_instance_name", rt.model_name)
     rt.decoupled = bool(init["decoupled"])
     rt.credits = threading.Semaphore(max(1, int(init.get("response_credits", 64))))
     mm0 = rt.host.chunk(0)
