@@ -486,7 +486,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
             return this;
         }
 
-        /** A model to load at start in EXPLICIT mode; repeatable. */
+        /** A model to load at start in EXPLICIT mode; repeatable. {@link ModelControlMode#ALL_MODELS} ({@code "*"}, Triton's {@code --load-model=*}) loads every model of the repository. */
         public Builder loadModel(String name) {
             initialModels.add(requireNonNull(name, "name is null"));
             return this;

@@ -7,5 +7,8 @@ public enum ModelControlMode {
     /** Load only what {@code loadModel} names at start, then what {@code load}/{@code unload} say. */
     EXPLICIT,
     /** Like NONE, then rescan the repository periodically: load new or changed models, unload removed ones. */
-    POLL
+    POLL;
+
+    /** In EXPLICIT mode, the name {@code loadModel} takes for every model of the repository (Triton's {@code --load-model=*}). */
+    public static final String ALL_MODELS = "*";
 }

@@ -55,7 +55,7 @@ final class ServeCommand implements Callable<Integer> {
                     + "Default: explicit with --load-model, else none.")
     @Nullable ModelControlMode controlMode;
 
-    @Option(names = "--load-model", paramLabel = "<model>", description = "A model to load at start (explicit mode); repeatable.")
+    @Option(names = "--load-model", paramLabel = "<model>", description = "A model to load at start (explicit mode); repeatable. '*' loads every model of the repository, as Triton's --load-model=*.")
     List<String> loadModels = new ArrayList<>();
 
     @Option(names = "--allow-links-outside-repository", paramLabel = "<bool>", arity = "0..1", defaultValue = "false", fallbackValue = "true",

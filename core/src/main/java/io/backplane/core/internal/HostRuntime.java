@@ -74,7 +74,8 @@ public final class HostRuntime {
         }
         List<String> toLoad = switch (options.controlMode()) {
             case NONE, POLL -> registry.source().modelNames();
-            case EXPLICIT -> options.initialModels();
+            // Triton's --load-model=*: every model of the repository, as at a start in NONE mode
+            case EXPLICIT -> options.initialModels().contains(ModelControlMode.ALL_MODELS) ? registry.source().modelNames() : options.initialModels();
         };
         loadAll(toLoad);
         if (!options.ownWarmup().isZero()) {
