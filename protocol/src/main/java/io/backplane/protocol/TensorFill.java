@@ -62,12 +62,18 @@ public final class TensorFill {
      * Checks that {@code count} elements fill {@code shape}.
      *
      * @return the element count of {@code shape}
-     * @throws BackplaneException INVALID_ARGUMENT naming the input, its shape and both counts
+     * @throws BackplaneException INVALID_ARGUMENT naming the input, its shape and both counts, or the byte size that no
+     *     tensor of {@code type} can have
      */
     public static long requireElements(String name, DataType type, long[] shape, long count) {
         requireNonNull(name, "name is null");
         requireNonNull(type, "type is null");
         long expected = Tensor.elementCount(name, shape);
+        if (type.isFixedSize() && expected > Long.MAX_VALUE / type.byteSize()) {
+            // Triton's words (its QA matches them), then what to do.
+            throw BackplaneException.invalid("byte size overflow for input '" + name + "': element count (" + expected + ") * data type size ("
+                    + type.byteSize() + ") exceeds maximum allowed size (" + Long.MAX_VALUE + "); check the shape " + Arrays.toString(shape));
+        }
         if (expected != count) {
             throw BackplaneException.invalid("input '" + name + "' (" + type + "): shape " + Arrays.toString(shape) + " needs " + expected
                     + " elements but the data has " + count);

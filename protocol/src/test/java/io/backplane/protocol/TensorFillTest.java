@@ -26,6 +26,16 @@ class TensorFillTest {
     }
 
     @Test
+    void of_elementsFitButBytesOverflow_namesInputCountAndTypeSizeInTritonsWords() {
+        // [4, 2^60 + 2] FP32: 2^62 + 8 elements fit in a long, their 4-byte elements do not (Triton's QA http_test)
+        BackplaneException e = assertThrows(BackplaneException.class,
+                () -> TensorFill.of("INPUT0", DataType.FP32, new long[] {4, (1L << 60) + 2}, 1));
+        assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
+        assertTrue(e.getMessage().startsWith("byte size overflow for input 'INPUT0': element count (4611686018427387912) * data type size (4)"),
+                e.getMessage());
+    }
+
+    @Test
     void of_bytes_isRefused_bytesTensorsHaveVariableLengthElements() {
         assertThrows(IllegalArgumentException.class, () -> TensorFill.of("s", DataType.BYTES, TWO, 2));
         assertEquals(2, TensorFill.requireElements("s", DataType.BYTES, TWO, 2));

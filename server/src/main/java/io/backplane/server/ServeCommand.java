@@ -73,6 +73,11 @@ final class ServeCommand implements Callable<Integer> {
             description = "Port of the 'http' frontend (default: ${DEFAULT-VALUE}); 0 picks a free one, -1 disables it.")
     int httpPort;
 
+    @Option(names = "--http-max-input-size", paramLabel = "<bytes>",
+            description = "Triton's flag: the largest JSON request body, and the largest raw binary input, the 'http' frontend takes, in bytes"
+                    + " (the frontend option max_body_bytes; default 67108864); larger ones are answered 400.")
+    @Nullable Long httpMaxInputSize;
+
     @Option(names = "--grpc-port", paramLabel = "<port>", defaultValue = "8001", converter = Converters.Port.class,
             description = "Port of the 'grpc' frontend (default: ${DEFAULT-VALUE}); 0 picks a free one, -1 disables it.")
     int grpcPort;
@@ -542,6 +547,7 @@ final class ServeCommand implements Callable<Integer> {
         switch (name) {
             case "http" -> {
                 o.put("drain_timeout_ms", drain);
+                putIf(o, "max_body_bytes", httpMaxInputSize);
                 if (!httpRestrictedApi.isEmpty()) {
                     o.put("restricted_api", String.join(";", httpRestrictedApi));
                 }

@@ -372,8 +372,9 @@ public final class Tensor {
                 if (Arrays.stream(shape).anyMatch(x -> x == 0)) {
                     return 0;
                 }
-                throw BackplaneException.invalid("tensor '" + tensorName + "': shape " + Arrays.toString(shape) + " has more than 2^63-1"
-                        + " elements; no tensor can hold that many: check the shape (each dimension is a count of elements, not bytes)");
+                throw BackplaneException.invalid("tensor '" + tensorName + "': shape " + Arrays.toString(shape) + " causes total element count"
+                        + " to exceed maximum size of " + Long.MAX_VALUE + " (more than 2^63-1 elements, which no tensor can hold): check the"
+                        + " shape (each dimension is a count of elements, not bytes)");
             }
         }
         return n;

@@ -23,8 +23,9 @@ import org.slf4j.LoggerFactory;
  * Admission by memory (O1), before the body is aggregated: each request reserves its announced
  * {@code Content-Length} from the host's memory budget as soon as its headers arrive (a chunked
  * body grows its reservation chunk by chunk), and gives it back when its response has been written
- * to the end. A body over its encoding's limit ({@code max_body_bytes} for JSON and every other
- * body, {@code max_binary_body_bytes} for the binary tensor extension) is answered 413, one the
+ * to the end. A body over its encoding's limit ({@code max_body_bytes} for JSON, Triton's raw binary
+ * request and every other body, {@code max_binary_body_bytes} for the binary tensor extension) is
+ * answered 400 (as Triton answers it, in its words: {@link #tooLarge}), one the
  * budget cannot hold 503 ({@code RESOURCE_EXHAUSTED}); either way at once, in its turn among
  * pipelined requests, its body never held, and the connection then closes (the rest of the upload
  * is read and dropped, so the client sees the answer rather than a reset).
@@ -42,7 +43,18 @@ final class BodyAdmission extends ChannelDuplexHandler {
     /** Reservations of the requests read and not yet answered, in order (responses are in order). */
     private final Queue<MemoryReservation> answering = new ArrayDeque<>();
     private @Nullable MemoryReservation reading;
+    /**
+     * A chunked body may arrive in at most this many non-empty pieces while they average under
+     * {@link #SMALL_CHUNK_BYTES}: each costs a buffer and a component of the aggregate however
+     * small, so a body of a million one-byte chunks would cost far more than its bytes. Triton's
+     * limit and words; a large upload in big chunks is never refused by it.
+     */
+    static final int MAX_SMALL_CHUNKS = 65_536;
+    static final int SMALL_CHUNK_BYTES = 4096;
+
     private long readingLimit;
+    private long readingPieces;
+    private Kind readingKind = Kind.JSON;
     private long readingBytes;
     private boolean chunked;
     private boolean refused;
@@ -61,12 +73,12 @@ final class BodyAdmission extends ChannelDuplexHandler {
             return;
         }
         if (msg instanceof HttpRequest req) {
-            boolean binary = req.headers().contains(InferCodec.HEADER_LENGTH);
-            long limit = binary ? binaryLimit : jsonLimit;
+            Kind kind = Kind.of(req);
+            long limit = kind == Kind.BINARY ? binaryLimit : jsonLimit;
             long length = HttpUtil.getContentLength(req, -1L);
             String what = req.method() + " " + shorten(req.uri());
             if (length > limit) {
-                refuse(ctx, msg, HttpResponseStatus.REQUEST_ENTITY_TOO_LARGE, tooLarge(length, binary, limit));
+                refuse(ctx, msg, HttpResponseStatus.BAD_REQUEST, tooLarge(length, kind, limit));
                 return;
             }
             MemoryReservation r;
@@ -79,7 +91,9 @@ final class BodyAdmission extends ChannelDuplexHandler {
             reading = r;
             answering.add(r);
             readingLimit = limit;
+            readingKind = kind;
             readingBytes = 0;
+            readingPieces = 0;
             chunked = length < 0;
         }
         if (msg instanceof HttpContent c) {
@@ -87,8 +101,14 @@ final class BodyAdmission extends ChannelDuplexHandler {
             int n = c.content().readableBytes();
             readingBytes += n;
             if (r != null && chunked && n > 0) {
+                readingPieces++;
+                if (readingPieces > MAX_SMALL_CHUNKS && readingBytes < readingPieces * SMALL_CHUNK_BYTES) {
+                    refuse(ctx, msg, HttpResponseStatus.BAD_REQUEST, "Chunked request body exceeds maximum of " + MAX_SMALL_CHUNKS
+                            + " non-empty chunks. Send fewer or larger HTTP chunks (these average " + readingBytes / readingPieces + " bytes).");
+                    return;
+                }
                 if (readingBytes > readingLimit) {
-                    refuse(ctx, msg, HttpResponseStatus.REQUEST_ENTITY_TOO_LARGE, tooLarge(readingBytes, readingLimit == binaryLimit, readingLimit));
+                    refuse(ctx, msg, HttpResponseStatus.BAD_REQUEST, tooLarge(readingBytes, readingKind, readingLimit));
                     return;
                 }
                 try {
@@ -105,10 +125,41 @@ final class BodyAdmission extends ChannelDuplexHandler {
         ctx.fireChannelRead(msg);
     }
 
-    private static String tooLarge(long length, boolean binary, long limit) {
-        return "request body of " + length + " bytes exceeds the limit of " + limit + " bytes for "
-                + (binary ? "binary tensor bodies (option max_binary_body_bytes)" : "JSON bodies (option max_body_bytes); "
-                        + "send large tensors with the binary tensor extension or shared memory");
+    /** What a body holds, which decides its limit and how its refusal reads. */
+    enum Kind {
+        /** JSON, or anything else without the binary tensor extension's header: {@code max_body_bytes}. */
+        JSON,
+        /** Triton's raw binary request ({@code Inference-Header-Content-Length: 0}): one input's bytes, {@code max_body_bytes}. */
+        RAW,
+        /** The binary tensor extension: a JSON header, then tensor bytes: {@code max_binary_body_bytes}. */
+        BINARY;
+
+        static Kind of(HttpRequest req) {
+            String h = req.headers().get(InferCodec.HEADER_LENGTH);
+            if (h == null || !infer(req.uri())) {
+                return JSON; // only inference takes the extension: any other endpoint reads JSON whatever the header says
+            }
+            return h.trim().equals("0") ? RAW : BINARY;
+        }
+    }
+
+    private static boolean infer(String uri) {
+        int q = uri.indexOf('?');
+        String path = q < 0 ? uri : uri.substring(0, q);
+        return path.endsWith("/infer") || path.endsWith("/infer/");
+    }
+
+    /** The refusal of a body over its limit: for JSON and raw bodies Triton's words (its QA and clients match them), then ours. */
+    static String tooLarge(long length, Kind kind, long limit) {
+        return switch (kind) {
+            case JSON -> "request JSON size of " + length + " bytes exceeds the maximum allowed input size of " + limit + " bytes. Use "
+                    + "--http-max-input-size to increase the limit. (It is the http frontend's option max_body_bytes.) Large tensors can also"
+                    + " be sent with the binary tensor extension or through shared memory.";
+            case RAW -> "Raw input has a byte_size (" + length + " bytes) that exceeds the maximum allowed value of " + limit + " bytes. Use "
+                    + "--http-max-input-size to increase the limit. (It is the http frontend's option max_body_bytes.)";
+            case BINARY -> "request body of " + length + " bytes exceeds the maximum allowed value of " + limit + " bytes for binary tensor"
+                    + " bodies (the http frontend's option max_binary_body_bytes); send larger tensors through shared memory.";
+        };
     }
 
     private static String shorten(String uri) {

@@ -17,9 +17,9 @@ import org.jspecify.annotations.Nullable;
  *
  * @param host address to bind ({@code host}, default {@code 0.0.0.0})
  * @param port port to bind ({@code port}, default 8000; 0 picks a free port)
- * @param maxBodyBytes largest JSON (or other non-binary) request body ({@code max_body_bytes}, default 64 MiB, Triton's); larger bodies get 413
+ * @param maxBodyBytes largest JSON (or other non-binary) request body ({@code max_body_bytes}, default 64 MiB, Triton's); larger bodies get 400
  * @param maxBinaryBodyBytes largest body of the binary tensor extension ({@code max_binary_body_bytes}, default 2 GiB - 1: the host's
- *     memory budget is the limit that matters); larger bodies get 413
+ *     memory budget is the limit that matters); larger bodies get 400
  * @param threads Netty event-loop threads ({@code threads}, default: available processors)
  * @param drainMillis how long {@code close()} waits for in-flight requests ({@code drain_timeout_ms}, default 5000)
  * @param maxConnections connections held at once ({@code max_connections}); above it the longest-idle one is evicted
@@ -39,9 +39,9 @@ record FrontendOptions(String host, int port, int maxBodyBytes, int maxBinaryBod
     static final Map<String, String> DOCUMENTATION = Map.ofEntries(
             Map.entry("host", "address to bind (default 0.0.0.0)"),
             Map.entry("port", "port to bind (default 8000; 0 picks a free port)"),
-            Map.entry("max_body_bytes", "largest JSON request body in bytes (default 67108864); larger bodies are answered 413"),
+            Map.entry("max_body_bytes", "largest JSON (or raw binary) request body in bytes, and the largest a compressed body may inflate to (default 67108864; serve flag --http-max-input-size); larger bodies are answered 400"),
             Map.entry("max_binary_body_bytes", "largest binary-tensor request body in bytes (default 2147483647; the host's memory budget "
-                    + "refuses, 503, what it cannot hold); larger bodies are answered 413"),
+                    + "refuses, 503, what it cannot hold); larger bodies are answered 400"),
             Map.entry("threads", "Netty event-loop threads (default: available processors)"),
             Map.entry("drain_timeout_ms", "how long close waits for in-flight requests before answering them 503 (default 5000)"),
             Map.entry("max_connections", "connections held at once (default: a quarter of the process's file-descriptor limit, at least 64); "

@@ -101,7 +101,8 @@ final class HttpFrontend implements Frontend {
             t.setDaemon(true);
             return t;
         });
-        RestRouter router = new RestRouter(service, admin, replies, shm, options.restricted(), logs, tracer, options.healthJson());
+        RestRouter router = new RestRouter(service, admin, replies, shm, options.restricted(), logs, tracer, options.healthJson(),
+                options.maxBodyBytes());
         try {
             SslContext ssl = options.sslCert() == null ? null
                     : SslContextBuilder.forServer(requireNonNull(options.sslCert()).toFile(), requireNonNull(options.sslKey()).toFile()).build();

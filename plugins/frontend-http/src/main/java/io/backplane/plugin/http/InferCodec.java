@@ -64,12 +64,89 @@ final class InferCodec {
                 throw BackplaneException.invalid("the request body is empty; a JSON object was expected");
             }
             return n;
+        } catch (com.fasterxml.jackson.core.exc.StreamConstraintsException e) {
+            throw constraint(e);
         } catch (JsonParseException e) {
             throw BackplaneException.invalid("malformed JSON in the request body: " + e.getOriginalMessage()
                     + " at line " + e.getLocation().getLineNr() + ", column " + e.getLocation().getColumnNr());
         } catch (IOException e) {
             throw BackplaneException.invalid("unreadable request body: " + e.getMessage());
         }
+    }
+
+    /**
+     * Triton's raw binary request ({@code Inference-Header-Content-Length: 0}): the whole body is
+     * the bytes of the model's one input, whose shape is deduced from the config (a batching
+     * model gets a batch of 1; at most one variable dimension, found from the byte count; a BYTES
+     * input must have shape [1] and the body is its one element). Every output comes back binary.
+     * The refusals use Triton's words, which its clients and QA match.
+     */
+    static Parsed parseRaw(String model, long version, ByteBuf body, ModelConfig config) {
+        List<TensorConfig> ins = config.inputs();
+        if (ins.size() != 1) {
+            throw BackplaneException.invalid("Raw request must only have 1 input (found 1) to be deduced but got " + ins.size() + " inputs in '"
+                    + model + "' model configuration; send the inference header (Inference-Header-Content-Length > 0) to name the inputs");
+        }
+        TensorConfig in = ins.getFirst();
+        String name = in.name();
+        List<Long> dims = in.dims();
+        int batch = config.batches() ? 1 : 0;
+        long[] shape = new long[dims.size() + batch];
+        if (batch == 1) {
+            shape[0] = 1;
+        }
+        int variable = -1;
+        long known = 1;
+        for (int i = 0; i < dims.size(); i++) {
+            long d = dims.get(i);
+            if (d < 0) {
+                if (variable >= 0) {
+                    throw BackplaneException.invalid("The shape of the raw input '" + name + "' can not be deduced because there are more than"
+                            + " one variable-sized dimension (dims " + dims + "); send the inference header with the input's shape");
+                }
+                variable = batch + i;
+            } else {
+                known = Math.multiplyExact(known, d);
+            }
+            shape[batch + i] = d;
+        }
+        int n = body.readableBytes();
+        byte[] bytes = new byte[n];
+        body.getBytes(body.readerIndex(), bytes);
+        InferenceRequest.Builder b = InferenceRequest.builder(model);
+        if (version != InferenceRequest.LATEST) {
+            b.version(version);
+        }
+        if (in.dataType() == DataType.BYTES) {
+            if (variable >= 0 || known != 1) {
+                throw BackplaneException.invalid("For BYTE datatype raw input '" + name + "', the model must have input shape [1] (its dims are "
+                        + dims + "); send the inference header with the input's shape");
+            }
+            b.input(Tensor.ofBytes(name, shape, List.of(bytes)));
+        } else {
+            long unit = Math.multiplyExact(known, in.dataType().byteSize());
+            if (variable >= 0) {
+                if (unit == 0 || n % unit != 0) {
+                    throw BackplaneException.invalid("raw input '" + name + "': " + n + " bytes are not a whole number of " + in.dataType()
+                            + " elements of dims " + dims + " (" + unit + " bytes per step of the variable dimension)");
+                }
+                shape[variable] = n / unit;
+            } else if (n != unit) {
+                throw BackplaneException.invalid("raw input '" + name + "': " + n + " bytes, but dims " + dims + " of " + in.dataType()
+                        + " need " + unit + " bytes");
+            }
+            b.input(Tensor.of(name, in.dataType(), shape, MemorySegment.ofArray(bytes)));
+        }
+        return new Parsed(b.build(), true, Map.of(), List.of(), Map.of());
+    }
+
+    /** A body past one of {@link Json#FACTORY}'s limits: the nesting depth in Triton's words (its QA matches them). */
+    static BackplaneException constraint(com.fasterxml.jackson.core.exc.StreamConstraintsException e) {
+        String m = String.valueOf(e.getOriginalMessage());
+        if (m.contains("nesting depth")) {
+            return BackplaneException.invalid("JSON nesting depth exceeds maximum allowed limit (" + Json.MAX_NESTING_DEPTH + "): " + m);
+        }
+        return BackplaneException.invalid("the request body passes a limit of the JSON reader: " + m);
     }
 
     /** An output the client asked to receive in a shared-memory region. */

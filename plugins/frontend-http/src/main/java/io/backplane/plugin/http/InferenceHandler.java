@@ -22,7 +22,8 @@ import org.slf4j.LoggerFactory;
 /**
  * {@code POST /v2/models/<m>[/versions/<v>]/infer}: the Open Inference Protocol's inference, JSON
  * or with Triton's binary tensor extension ({@link InferCodec#HEADER_LENGTH}; inputs may name
- * system shared-memory regions). Owns, per request:
+ * system shared-memory regions), or Triton's raw binary request (that header 0: the body is the
+ * model's one input, {@link InferCodec#parseRaw}). Owns, per request:
  * <ul>
  *   <li>one answer (DESIGN L1): the host's future ends the reply exactly once, from whatever
  *       thread completes it, never blocking an event loop;
@@ -65,7 +66,9 @@ final class InferenceHandler implements RestRoute {
                 throw BackplaneException.invalid("Inference-Header-Content-Length " + headerLength + " is negative");
             }
         }
-        InferCodec.Parsed parsed = InferCodec.parse(model, call.version(), req.content(), headerLength, shm);
+        InferCodec.Parsed parsed = headerLength == 0
+                ? InferCodec.parseRaw(model, call.version(), req.content(), service.modelConfig(model, call.version()))
+                : InferCodec.parse(model, call.version(), req.content(), headerLength, shm);
         RequestTrace trace = tracer.start(model, req.headers().get(TRACEPARENT));
         CompletableFuture<InferenceResponse> f;
         try {

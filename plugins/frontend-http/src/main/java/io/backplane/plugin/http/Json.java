@@ -11,8 +11,14 @@ import java.io.UncheckedIOException;
 
 /** Shared, thread-safe Jackson objects, and the one way a handler writes a JSON body. */
 final class Json {
+    /**
+     * The deepest nesting a request body may have: Triton's limit, which its QA checks (a tensor's
+     * nested {@code data} arrays are one level per dimension, so this is far above any real shape).
+     */
+    static final int MAX_NESTING_DEPTH = 100;
     static final JsonFactory FACTORY = JsonFactory.builder()
-            .streamReadConstraints(StreamReadConstraints.builder().maxStringLength(Integer.MAX_VALUE).build()).build();
+            .streamReadConstraints(StreamReadConstraints.builder().maxStringLength(Integer.MAX_VALUE).maxNestingDepth(MAX_NESTING_DEPTH).build())
+            .build();
     static final ObjectMapper MAPPER = new ObjectMapper(FACTORY);
 
     private Json() {

@@ -8,9 +8,9 @@ import io.netty.channel.socket.DuplexChannel;
 import java.util.concurrent.TimeUnit;
 
 /**
- * Aggregates request bodies up to the limit; a larger body is answered 413 with a JSON error and the
+ * Aggregates request bodies up to the limit; a larger body is answered 400 (as Triton answers it) with a JSON error and the
  * connection closed. The close is a half-close first: the client still uploading would otherwise get
- * a reset that can destroy the 413 before it reads it, so the server stops writing (the client sees
+ * a reset that can destroy the 400 before it reads it, so the server stops writing (the client sees
  * the whole answer, then end of stream), goes on reading and dropping the rest of the upload, and
  * closes for good when the client does or after {@link #LINGER_SECONDS}.
  */
@@ -26,8 +26,8 @@ final class LimitedAggregator extends HttpObjectAggregator {
 
     @Override
     protected void handleOversizedMessage(ChannelHandlerContext ctx, HttpMessage oversized) {
-        String msg = "request body exceeds the limit of " + limit + " bytes (options max_body_bytes, max_binary_body_bytes)";
-        ctx.writeAndFlush(Responses.error(HttpResponseStatus.REQUEST_ENTITY_TOO_LARGE, msg, false))
+        String msg = "request body exceeds the maximum allowed value of " + limit + " bytes (options max_body_bytes, max_binary_body_bytes)";
+        ctx.writeAndFlush(Responses.error(HttpResponseStatus.BAD_REQUEST, msg, false))
                 .addListener(f -> halfCloseAndLinger(ctx, f.isSuccess()));
     }
 

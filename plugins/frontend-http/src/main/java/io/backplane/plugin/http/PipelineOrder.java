@@ -22,7 +22,7 @@ import java.util.Queue;
 final class PipelineOrder extends ChannelDuplexHandler {
     /**
      * A request refused before it was read whole, to answer in order with {@code status} and close:
-     * a framing failure (400), or a body over its limit (413) or over the memory budget (503). With
+     * a framing failure (400), or a body over its limit (400) or over the memory budget (503). With
      * {@code drain} the connection half-closes after the answer and drops the rest of the upload
      * until the client closes or {@link LimitedAggregator#LINGER_SECONDS} pass, so a client still
      * sending reads the answer instead of a reset.

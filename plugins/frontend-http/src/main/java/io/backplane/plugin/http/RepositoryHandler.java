@@ -45,12 +45,7 @@ final class RepositoryHandler implements RestRoute {
         if (n == 3 && seg.get(2).equals("index")) {
             boolean readyOnly = false;
             if (req.content().readableBytes() > 0) {
-                JsonNode root = InferCodec.readJson(req.content());
-                JsonNode r = root.get("ready");
-                if (r != null && !r.isBoolean()) {
-                    throw BackplaneException.invalid("'ready' must be true or false, not " + r);
-                }
-                readyOnly = r != null && r.booleanValue();
+                readyOnly = readyOnly(req.content());
             }
             call.sendJson(index(service.repositoryIndex(), readyOnly));
             return;
@@ -92,6 +87,43 @@ final class RepositoryHandler implements RestRoute {
             return;
         }
         throw call.notFound();
+    }
+
+    /**
+     * The index request's {@code ready} flag, read as a stream: a value that is not a boolean is
+     * refused from its first token (Triton's words), so a deeply nested one is never descended.
+     */
+    static boolean readyOnly(io.netty.buffer.ByteBuf body) {
+        boolean ready = false;
+        try (com.fasterxml.jackson.core.JsonParser p = Json.FACTORY.createParser((java.io.InputStream) new io.netty.buffer.ByteBufInputStream(body.duplicate()))) {
+            com.fasterxml.jackson.core.JsonToken t = p.nextToken();
+            if (t == null) {
+                return false;
+            }
+            if (t != com.fasterxml.jackson.core.JsonToken.START_OBJECT) {
+                throw BackplaneException.invalid("the repository index request must be a JSON object, not " + t.asString());
+            }
+            while ((t = p.nextToken()) == com.fasterxml.jackson.core.JsonToken.FIELD_NAME) {
+                String field = p.currentName();
+                t = p.nextToken();
+                if (field.equals("ready")) {
+                    if (!t.isBoolean()) {
+                        throw BackplaneException.invalid("Invalid value for 'ready': expected a boolean (true or false), not "
+                                + (t.isStructStart() ? "a JSON " + (t == com.fasterxml.jackson.core.JsonToken.START_ARRAY ? "array" : "object") : p.getText()));
+                    }
+                    ready = p.getBooleanValue();
+                } else {
+                    p.skipChildren();
+                }
+            }
+            return ready;
+        } catch (com.fasterxml.jackson.core.exc.StreamConstraintsException e) {
+            throw InferCodec.constraint(e);
+        } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+            throw BackplaneException.invalid("malformed JSON in the request body: " + e.getOriginalMessage());
+        } catch (java.io.IOException e) {
+            throw BackplaneException.invalid("unreadable request body: " + e.getMessage());
+        }
     }
 
     /** The parameter of Triton's unload. */

@@ -34,8 +34,10 @@ import org.slf4j.LoggerFactory;
  *       looked at, counted in {@link OpenReplies} until written, and whatever a route throws is
  *       answered on it ({@link RestErrors});
  *   <li>the checks every endpoint shares, in this order: a malformed request is 400 and closes
- *       the connection; while draining (L10) every request is 503 and closes it; a path outside
- *       {@code /v2} is 404; a restricted API without its header is 403;
+ *       the connection; while draining (L10) every request is 503 and closes it; a compressed body
+ *       ({@code Content-Encoding} gzip or deflate) is inflated, up to {@code max_body_bytes}
+ *       ({@link RequestEncoding}); a path outside {@code /v2} is 404; a restricted API without its
+ *       header is 403;
  *   <li>the path grammar: {@code /v2/<extension>/...} goes to the route of its first segment,
  *       {@code /v2/models/<m>[/versions/<v>][/<action>]} to the route of its action (the model and
  *       the parsed version in the {@link RestCall}), {@code /v2/models/stats} and
@@ -53,6 +55,8 @@ final class RestRouter extends SimpleChannelInboundHandler<FullHttpRequest> {
 
     private final OpenReplies replies;
     private final RestrictedApis restricted;
+    /** The largest inflated body of a compressed request ({@code max_body_bytes}). */
+    private final long maxInputBytes;
     private final RestRoute server;
     private final RestRoute statistics;
     private final RestRoute trace;
@@ -62,8 +66,9 @@ final class RestRouter extends SimpleChannelInboundHandler<FullHttpRequest> {
     private final Map<String, RestRoute> modelActions = new HashMap<>();
 
     RestRouter(InferenceService service, ExecutorService admin, OpenReplies replies, SystemSharedMemory shm, RestrictedApis restricted,
-            @Nullable LogControl logs, RequestTracer tracer, boolean healthJson) {
+            @Nullable LogControl logs, RequestTracer tracer, boolean healthJson, long maxInputBytes) {
         requireNonNull(service, "service is null");
+        this.maxInputBytes = maxInputBytes;
         this.replies = requireNonNull(replies, "replies is null");
         this.restricted = requireNonNull(restricted, "restricted is null");
         server = new ServerHandler(service, logs, tracer, shm.device().available(), healthJson);
@@ -117,10 +122,16 @@ final class RestRouter extends SimpleChannelInboundHandler<FullHttpRequest> {
             reply.sendClosing(Responses.error(HttpResponseStatus.SERVICE_UNAVAILABLE, "the server is shutting down; send the request to another replica", false));
             return;
         }
+        FullHttpRequest inflated = null;
         try {
-            route(req, reply);
+            inflated = RequestEncoding.inflate(req, maxInputBytes);
+            route(inflated != null ? inflated : req, reply);
         } catch (Throwable t) {
             reply.fail(t);
+        } finally {
+            if (inflated != null) {
+                inflated.release(); // the routes are done with the body when they return (they copy what they keep)
+            }
         }
     }
 

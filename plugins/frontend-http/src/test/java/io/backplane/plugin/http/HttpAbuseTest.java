@@ -164,6 +164,19 @@ class HttpAbuseTest {
         awaitNothingHeld();
     }
 
+    /** A body of more than 65,536 one-byte chunks is refused in Triton's words; as many large chunks are not (their count is not the cost). */
+    @Test
+    void chunks_tooManyTinyOnes_400_namingTheLimit() throws Exception {
+        start(Map.of("max_binary_body_bytes", Integer.toString(1 << 30)));
+        StringBuilder raw = new StringBuilder("POST /v2/models/identity/infer HTTP/1.1\r\nHost: x\r\nInference-Header-Content-Length: 0\r\n"
+                + "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+        raw.append("1\r\nA\r\n".repeat(BodyAdmission.MAX_SMALL_CHUNKS + 1)).append("0\r\n\r\n");
+        String r = exchange(raw.toString());
+        assertEquals(400, status(r), r);
+        assertTrue(r.contains("Chunked request body exceeds maximum of 65536 non-empty chunks. Send fewer or larger HTTP chunks"), r);
+        awaitNothingHeld();
+    }
+
     @Test
     void memory_chunkedBodyGrowsOverBudget_503_andNothingStaysHeld() throws Exception {
         memoryBudget = 64 * 1024;
@@ -192,13 +205,17 @@ class HttpAbuseTest {
         assertEquals(0, host.memoryUsage().refused());
     }
 
-    /** JSON bodies keep Triton's 64 MiB-style limit (here 1000 bytes), checked from the headers; binary bodies are not bound by it. */
+    /**
+     * JSON bodies keep Triton's 64 MiB-style limit (here 1000 bytes), checked from the headers and answered 400 in Triton's words;
+     * binary bodies are not bound by it.
+     */
     @Test
-    void bodyLimits_jsonOverLimit_413FromHeaders_binaryOfTheSameSizeServed() throws Exception {
+    void bodyLimits_jsonOverLimit_400FromHeaders_binaryOfTheSameSizeServed() throws Exception {
         start(Map.of("max_body_bytes", "1000"));
         String r = exchange("POST /v2/models/identity/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n");
-        assertEquals(413, status(r), r);
-        assertTrue(r.contains("limit of 1000 bytes for JSON bodies (option max_body_bytes)"), r);
+        assertEquals(400, status(r), r);
+        assertTrue(r.contains("request JSON size of 5000 bytes exceeds the maximum allowed input size of 1000 bytes. Use --http-max-input-size"
+                + " to increase the limit. (It is the http frontend's option max_body_bytes.)"), r);
         String json = "{\"inputs\":[{\"name\":\"IN0\",\"datatype\":\"FP32\",\"shape\":[1250],\"parameters\":{\"binary_data_size\":5000}}],"
                 + "\"outputs\":[{\"name\":\"OUT0\",\"parameters\":{\"binary_data\":true}}]}";
         int jsonLength = json.getBytes(StandardCharsets.UTF_8).length;
