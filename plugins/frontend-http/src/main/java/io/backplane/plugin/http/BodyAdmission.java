@@ -104,7 +104,7 @@ final class BodyAdmission extends ChannelDuplexHandler {
                 readingPieces++;
                 if (readingPieces > MAX_SMALL_CHUNKS && readingBytes < readingPieces * SMALL_CHUNK_BYTES) {
                     refuse(ctx, msg, HttpResponseStatus.BAD_REQUEST, "Chunked request body exceeds maximum of " + MAX_SMALL_CHUNKS
-                            + " non-empty chunks. Send fewer or larger HTTP chunks (these average " + readingBytes / readingPieces + " bytes).");
+                            + " non-empty chunks. Send fewer or larger HTTP chunks. (These average " + readingBytes / readingPieces + " bytes.)");
                     return;
                 }
                 if (readingBytes > readingLimit) {
