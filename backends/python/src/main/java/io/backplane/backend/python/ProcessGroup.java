@@ -45,7 +45,8 @@ import org.slf4j.LoggerFactory;
  * <p>Idempotent and thread-safe: a call after the group was found empty does nothing, and calls
  * while it still has members signal the same processes again (harmless: SIGKILL).
  *
- * <p>Where {@code kill(2)} is not reachable (not Linux or macOS, native access denied) the
+ * <p>Where {@code kill(2)} is not reachable (not Linux or macOS, native access denied, or
+ * {@code -Dbackplane.python.noGroupKill=true}) the
  * fallback is best effort: while the leader runs, its descendants
  * ({@link ProcessHandle#descendants()}) are killed with {@link ProcessHandle#destroyForcibly()};
  * after the leader ended its children have been re-parented and are not found any more, so a stub
