@@ -73,11 +73,15 @@ final class AutoComplete {
                         + settings.interpreter() + "' for " + METHOD + "(): " + e.getMessage() + "; install python3 with numpy or set '"
                         + StubSettings.INTERPRETER + "'", e);
             }
+            // like a stub, it leads a process group of its own (setsid() first): what auto_complete_config() started ends with it
+            ProcessGroup group = ProcessGroup.of(p);
             p.getOutputStream().close();
             boolean ended;
             try {
                 ended = p.waitFor(settings.startupTimeoutMillis(), TimeUnit.MILLISECONDS);
+                group.kill();
             } catch (InterruptedException e) {
+                group.kill();
                 p.destroyForcibly();
                 Thread.currentThread().interrupt();
                 throw BackplaneException.unavailable("model '" + context.name() + "': interrupted while running " + METHOD + "()");
@@ -89,6 +93,7 @@ final class AutoComplete {
             if (!ended) {
                 p.destroyForcibly();
                 p.waitFor(10, TimeUnit.SECONDS);
+                group.kill();
                 throw BackplaneException.unavailable("model '" + context.name() + "': " + METHOD + "() did not finish within "
                         + settings.startupTimeoutMillis() + " ms ('" + StubSettings.STARTUP_TIMEOUT + "')");
             }

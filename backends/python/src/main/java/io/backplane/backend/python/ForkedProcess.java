@@ -24,6 +24,10 @@ import org.jspecify.annotations.Nullable;
  * zombie was reaped by a template that then said nothing), the exit says so, never a made-up code.
  * Without pidfds, a template that is gone hands its children to {@link ProcessHandle#onExit()}
  * (the JDK polls a process that is not its child).
+ *
+ * <p>When it ends, however it ends, its {@link ProcessGroup} is killed too, and
+ * {@link #destroyForcibly()} kills the group along with it: what the model started does not outlive
+ * the stub.
  */
 final class ForkedProcess extends Process {
     /** How long a pidfd's report of a reaped child waits for the template's status before it says "unknown". */
@@ -31,6 +35,7 @@ final class ForkedProcess extends Process {
 
     private final long pid;
     private final @Nullable ProcessHandle handle;
+    private final ProcessGroup group;
     private final CompletableFuture<ExitStatus> exit = new CompletableFuture<>();
     private volatile @Nullable InputStream stdout;
     private volatile @Nullable InputStream stderr;
@@ -42,6 +47,9 @@ final class ForkedProcess extends Process {
         this.pid = pid;
         // Taken at once: the template reaps an exited child, after which the pid may be reused.
         this.handle = ProcessHandle.of(pid).orElse(null);
+        this.group = ProcessGroup.of(pid, handle == null ? null : handle.info().startInstant().orElse(null));
+        // whatever ends it (a kill, a crash, its own exit), what it started goes with it
+        exit.whenComplete((status, failure) -> group.kill());
         var watch = PidWatch.watch(pid);
         this.watched = watch.isPresent();
         watch.ifPresent(w -> w.whenComplete((status, failure) -> {
@@ -144,8 +152,10 @@ final class ForkedProcess extends Process {
         }
     }
 
+    /** Kills its process group with it (SIGKILL to both; {@link ProcessGroup}): what the stub started ends too. */
     @Override
     public Process destroyForcibly() {
+        group.kill();
         ProcessHandle h = handle;
         if (h != null && !exit.isDone()) {
             h.destroyForcibly();
@@ -182,6 +192,11 @@ final class ForkedProcess extends Process {
         // Callbacks run on the thread that learned of the exit (the pidfd watch, the template's reader, the delay
         // scheduler's for the grace): a stub's clean-up there holds up the others' notices for its duration.
         return exit.thenApply(code -> this);
+    }
+
+    /** Its process group (it is the leader: it calls {@code setsid()} first), killed when it ends. */
+    ProcessGroup group() {
+        return group;
     }
 
     Optional<ProcessHandle> handle() {

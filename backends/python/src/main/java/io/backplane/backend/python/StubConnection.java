@@ -60,6 +60,8 @@ import org.slf4j.Logger;
  * <p>Concurrency: {@link #execute} runs on one core worker at a time (SPI contract); the reader
  * thread handles frames; the instance's monitor thread calls {@link #tick} (heartbeat,
  * watchdog, cancellation mirroring, stall recovery); the process-exit callback tears down.
+ * However the process ends (finalize and exit, a kill, a crash), its process group is killed too
+ * ({@link ProcessGroup}): nothing the model started outlives the stub (R3).
  * Each request ends once from this side through {@link StubRequest#hostDone} (compare-and-set). Its
  * shared memory is freed only when the stub is done with it ({@link StubRequest#stubDone}) and its
  * execution has returned, or when the process is confirmed dead (region closed): memory of an
@@ -107,6 +109,7 @@ final class StubConnection {
     private final StubReadiness readiness;
     private @Nullable SharedRegion region;
     private @Nullable Process process;
+    private volatile @Nullable ProcessGroup group;
     private @Nullable Thread reader;
     private MemorySegment ctl = MemorySegment.NULL;
     private long nextExecId = 1;
@@ -332,6 +335,7 @@ final class StubConnection {
                 server.bind(UnixDomainSocketAddress.of(socketPath));
                 process = StubHandshake.startProcess(settings, stubDir, socketPath, region.prefix(), generation, token, tag);
                 Process p = process;
+                group = ProcessGroup.of(p);
                 output.startPump(p.getInputStream(), false);
                 output.startPump(p.getErrorStream(), true);
                 Runnable abort = () -> {
@@ -390,12 +394,14 @@ final class StubConnection {
         dead.set(true);
         Process p = process;
         if (p != null) {
+            killGroup();
             p.destroyForcibly();
             try {
                 p.waitFor(10, TimeUnit.SECONDS);
             } catch (InterruptedException ie) {
                 Thread.currentThread().interrupt();
             }
+            killGroup();
         }
         closeQuietly(channel.socket());
         Thread w = channel.writer();
@@ -599,7 +605,10 @@ final class StubConnection {
         return !dead.get() && (liveness.isStalled() || current != null || executions.hasOpenRequests());
     }
 
-    /** Kills the process (SIGKILL); {@link #onProcessExit} then fails what is open and cleans up. */
+    /**
+     * Kills the process and its process group (SIGKILL: what the model started ends with it); {@link #onProcessExit} then fails
+     * what is open and cleans up.
+     */
     void kill(String reason) {
         boolean first;
         synchronized (this) {
@@ -613,11 +622,15 @@ final class StubConnection {
             if (first) {
                 log.warn("{}: killing the python stub: {}", describe(), reason);
             }
+            killGroup();
             p.destroyForcibly();
         }
     }
 
     private void onProcessExit() {
+        // First: what the model started ends with the stub (R3), however the stub ended, and lets go of
+        // the stub's output pipes and sockets, which the joins below wait for.
+        killGroup();
         if (!dead.compareAndSet(false, true)) {
             return;
         }
@@ -664,7 +677,8 @@ final class StubConnection {
 
     /**
      * Asks the stub to run finalize() and exit; kills it after {@code finalize_timeout_ms}.
-     * Returns once the process is gone and its region is removed.
+     * Returns once the process is gone, with its process group (what the model started), and its
+     * region is removed.
      */
     void shutdown() {
         if (!dead.get()) {
@@ -677,10 +691,12 @@ final class StubConnection {
                 try {
                     if (!p.waitFor(settings.finalizeTimeoutMillis(), TimeUnit.MILLISECONDS)) {
                         log.warn("{}: finalize() did not end within {} ms; killing the stub", describe(), settings.finalizeTimeoutMillis());
+                        killGroup();
                         p.destroyForcibly();
                     }
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
+                    killGroup();
                     p.destroyForcibly();
                 }
             }
@@ -691,6 +707,14 @@ final class StubConnection {
             Thread.currentThread().interrupt();
         } catch (TimeoutException | java.util.concurrent.ExecutionException e) {
             log.warn("{}: clean-up did not finish", describe(), e);
+        }
+    }
+
+    /** Kills the stub's process group ({@link ProcessGroup}: guarded against a reused pid, idempotent). */
+    private void killGroup() {
+        ProcessGroup g = group;
+        if (g != null) {
+            g.kill();
         }
     }
 

@@ -58,6 +58,7 @@ final class StubTemplate implements AutoCloseable {
     static final long FORK_ANSWER_MAX_MILLIS = 2000;
 
     private final Process process;
+    private final ProcessGroup group;
     private final Path socketDir;
     private final String describe;
     private final OutputStream requests; // guarded by itself
@@ -90,6 +91,7 @@ final class StubTemplate implements AutoCloseable {
 
     private StubTemplate(Process process, Path socketDir, String describe, Supervision supervision) {
         this.process = process;
+        this.group = ProcessGroup.of(process);
         this.socketDir = socketDir;
         this.describe = describe;
         this.supervision = supervision;
@@ -166,6 +168,7 @@ final class StubTemplate implements AutoCloseable {
                 if (silentMillis >= supervision.heartbeatTimeoutMillis() + supervision.stallKillMillis()) {
                     log.warn("python stub template (pid {}) still silent after {} ms: killing it; the next stub start makes a new one", pid(),
                             silentMillis);
+                    group.kill(); // a fork that has not made its own group yet goes with it
                     process.destroyForcibly(); // its end of file ends the reader, which marks it gone
                     return;
                 }
@@ -401,7 +404,10 @@ final class StubTemplate implements AutoCloseable {
         }
     }
 
-    /** Closes the control channel (the template exits), then kills the template if it lingers. Stubs it forked live on. */
+    /**
+     * Closes the control channel (the template exits), then kills the template if it lingers, and its process group (a fork
+     * caught before its own {@code setsid()}). Stubs it forked live on: each leads a group of its own, its instance's to end.
+     */
     @Override
     public void close() {
         closing.countDown();
@@ -411,6 +417,7 @@ final class StubTemplate implements AutoCloseable {
         }
         try {
             if (!process.waitFor(5, TimeUnit.SECONDS)) {
+                group.kill();
                 process.destroyForcibly();
                 process.waitFor(10, TimeUnit.SECONDS);
             }
@@ -418,6 +425,7 @@ final class StubTemplate implements AutoCloseable {
             Thread.currentThread().interrupt();
             process.destroyForcibly();
         }
+        group.kill();
         join(reader);
         join(stderrPump);
         join(monitor);
