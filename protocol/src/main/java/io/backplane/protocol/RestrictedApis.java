@@ -88,6 +88,7 @@ public final class RestrictedApis {
             return NONE;
         }
         Map<Api, Requirement> table = new EnumMap<>(Api.class);
+        String kind = option.contains("grpc") ? "protocol" : "api"; // Triton's gRPC groups are protocols, its REST ones apis
         for (String one : spec.split(";")) {
             if (one.isBlank()) {
                 continue;
@@ -100,9 +101,12 @@ public final class RestrictedApis {
             Requirement req = new Requirement(one.substring(colon + 1, eq).trim(), one.substring(eq + 1));
             for (String name : one.substring(0, colon).split(",")) {
                 String n = name.trim().toLowerCase(Locale.ROOT);
-                Api api = Api.byName(n).orElseThrow(() -> BackplaneException.invalid(option + " names unknown api '" + n + "'; apis: " + known()));
+                // Triton's words (its QA looks for them in the server log), then ours.
+                Api api = Api.byName(n).orElseThrow(() -> BackplaneException.invalid(option + ": unknown restricted " + kind + " '" + n
+                        + "'; the " + kind + "s are: " + known()));
                 if (table.putIfAbsent(api, req) != null) {
-                    throw BackplaneException.invalid(option + " restricts api '" + n + "' twice; name each api once");
+                    throw BackplaneException.invalid(option + ": " + kind + " '" + n + "' can not be specified in multiple config groups; name"
+                            + " each " + kind + " in one group");
                 }
             }
         }
@@ -130,16 +134,31 @@ public final class RestrictedApis {
      * @param headers reads a request header by lower-case name; {@code null} when absent
      */
     public @Nullable String refusal(Api api, Function<String, @Nullable String> headers) {
+        return refusal(api, "", headers);
+    }
+
+    /**
+     * Checks one request whose headers carry a prefix before the configured name: Triton's gRPC
+     * frontend expects {@code triton-grpc-protocol-<key>} ({@link #GRPC_HEADER_PREFIX}) for a
+     * group restricted with {@code <key>=<value>}, its REST frontend {@code <key>} itself.
+     *
+     * @return {@code null} when allowed, else the message to refuse it with, naming the whole header
+     */
+    public @Nullable String refusal(Api api, String headerPrefix, Function<String, @Nullable String> headers) {
         Requirement req = table.get(requireNonNull(api, "api is null"));
         if (req == null) {
             return null;
         }
-        String got = headers.apply(req.header());
+        String header = headerPrefix + req.header();
+        String got = headers.apply(header);
         if (req.value().equals(got)) {
             return null;
         }
-        return "This API is restricted, expecting header '" + req.header() + "'";
+        return "This API is restricted, expecting header '" + header + "'";
     }
+
+    /** The prefix of a gRPC call's restriction header, as Triton's: a group restricted with {@code k=v} wants {@code triton-grpc-protocol-k: v}. */
+    public static final String GRPC_HEADER_PREFIX = "triton-grpc-protocol-";
 
     /**
      * The group of a REST path under {@code /v2}, given its decoded segments after {@code v2}

@@ -11,6 +11,8 @@ import io.grpc.Status;
  * Refuses calls to restricted API groups that lack the group's header (Triton's
  * {@code --grpc-restricted-protocol}): the call ends at once with UNAVAILABLE and a message naming
  * the header, before the service sees it. The group of a method is {@link RestrictedApis#grpcApi}.
+ * As in Triton, a group restricted with {@code <key>=<value>} wants the call header
+ * {@code triton-grpc-protocol-<key>} ({@link RestrictedApis#GRPC_HEADER_PREFIX}).
  */
 final class RestrictedProtocol implements ServerInterceptor {
     private final RestrictedApis restricted;
@@ -25,7 +27,7 @@ final class RestrictedProtocol implements ServerInterceptor {
             return next.startCall(call, headers);
         }
         String method = call.getMethodDescriptor().getBareMethodName();
-        String refusal = restricted.refusal(RestrictedApis.grpcApi(method == null ? "" : method),
+        String refusal = restricted.refusal(RestrictedApis.grpcApi(method == null ? "" : method), RestrictedApis.GRPC_HEADER_PREFIX,
                 h -> headers.get(Metadata.Key.of(h, Metadata.ASCII_STRING_MARSHALLER)));
         if (refusal == null) {
             return next.startCall(call, headers);

@@ -89,16 +89,22 @@ class GrpcHardeningTest {
         StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
                 () -> c.repositoryModelUnload(RepositoryModelUnloadRequest.newBuilder().setModelName("identity").build()));
         assertEquals(Status.Code.UNAVAILABLE, e.getStatus().getCode());
-        assertTrue(e.getStatus().getDescription().contains("This protocol is restricted, expecting header 'admin-key'"), e.getStatus().toString());
+        assertTrue(e.getStatus().getDescription().contains("This protocol is restricted, expecting header 'triton-grpc-protocol-admin-key'"),
+                e.getStatus().toString());
         assertTrue(host.isModelReady("identity", -1), "the refused unload did not run");
 
         Metadata wrong = new Metadata();
-        wrong.put(Metadata.Key.of("admin-key", Metadata.ASCII_STRING_MARSHALLER), "nope");
+        wrong.put(Metadata.Key.of("triton-grpc-protocol-admin-key", Metadata.ASCII_STRING_MARSHALLER), "nope");
         assertThrows(StatusRuntimeException.class, () -> c.withInterceptors(MetadataUtils.newAttachHeadersInterceptor(wrong))
                 .modelConfig(ModelConfigRequest.newBuilder().setName("identity").build()));
 
+        Metadata bare = new Metadata(); // the REST header's name: not what a gRPC call must carry (Triton's prefix is missing)
+        bare.put(Metadata.Key.of("admin-key", Metadata.ASCII_STRING_MARSHALLER), "s3cret");
+        assertThrows(StatusRuntimeException.class, () -> c.withInterceptors(MetadataUtils.newAttachHeadersInterceptor(bare))
+                .modelConfig(ModelConfigRequest.newBuilder().setName("identity").build()));
+
         Metadata right = new Metadata();
-        right.put(Metadata.Key.of("admin-key", Metadata.ASCII_STRING_MARSHALLER), "s3cret");
+        right.put(Metadata.Key.of("triton-grpc-protocol-admin-key", Metadata.ASCII_STRING_MARSHALLER), "s3cret");
         assertEquals("identity", c.withInterceptors(MetadataUtils.newAttachHeadersInterceptor(right))
                 .modelConfig(ModelConfigRequest.newBuilder().setName("identity").build()).getConfig().getName());
         assertTrue(c.serverLive(ServerLiveRequest.getDefaultInstance()).getLive(), "health is not restricted");
