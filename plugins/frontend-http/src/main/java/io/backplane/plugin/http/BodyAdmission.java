@@ -182,7 +182,22 @@ final class BodyAdmission extends ChannelDuplexHandler {
         }
         guard.framingFailed();
         log.debug("http connection {}: {} {}", ctx.channel().remoteAddress(), status.code(), message);
+        // The rest of the upload is dropped as raw bytes, before the decoder: decoding it only to drop it cost an object per chunk
+        // (a million one-byte chunks, a million messages of garbage).
+        if (ctx.pipeline().get("decoder") != null && ctx.pipeline().get(DROP_INPUT) == null) {
+            ctx.pipeline().addBefore("decoder", DROP_INPUT, new DropInput());
+        }
         ctx.fireChannelRead(new PipelineOrder.BadRequest(status, message, true));
+    }
+
+    static final String DROP_INPUT = "drop-input";
+
+    /** Releases whatever the connection still reads once its request was refused (the connection closes after the answer). */
+    private static final class DropInput extends io.netty.channel.ChannelInboundHandlerAdapter {
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            ReferenceCountUtil.release(msg);
+        }
     }
 
     @Override
