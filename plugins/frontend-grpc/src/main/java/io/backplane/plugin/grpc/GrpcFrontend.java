@@ -116,7 +116,8 @@ final class GrpcFrontend implements Frontend {
                     .maxInboundMessageSize(options.maxMessageBytes())
                     .flowControlWindow(options.flowControlWindowBytes())
                     .addTransportFilter(guard)
-                    .addService(guard.guard(AliasingMarshaller.of(new GrpcInferenceService(service, admin, shm, logs, tracer).bindService())))
+                    .addService(guard.guard(NativeRawInputs.of(AliasingMarshaller.of(
+                            new GrpcInferenceService(service, admin, shm, logs, tracer).bindService()))))
                     .build().start();
         } catch (Exception | Error e) {
             close();
