@@ -16,6 +16,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The standard gRPC health checking protocol, {@code grpc.health.v1.Health}, which Kubernetes' gRPC
@@ -34,6 +36,8 @@ import org.jspecify.annotations.Nullable;
  * Thread-safe.
  */
 final class HealthService extends HealthGrpc.HealthImplBase implements AutoCloseable {
+    private static final Logger log = LoggerFactory.getLogger(HealthService.class);
+
     /** How often open watches re-ask the host's readiness. */
     static final long WATCH_INTERVAL_MILLIS = 1000;
 
@@ -85,13 +89,18 @@ final class HealthService extends HealthGrpc.HealthImplBase implements AutoClose
             return;
         }
         long seq = checks.incrementAndGet();
-        service.checkReady().whenComplete((ready, e) -> {
+        try {
+            service.checkReady().whenComplete((ready, e) -> {
+                polling.set(false);
+                ServingStatus s = status(ready, e);
+                for (Watch w : watches) {
+                    w.offer(seq, s);
+                }
+            });
+        } catch (RuntimeException e) { // a host's checkReady must not fail; if one does, the next tick asks again
             polling.set(false);
-            ServingStatus s = status(ready, e);
-            for (Watch w : watches) {
-                w.offer(seq, s);
-            }
-        });
+            log.warn("grpc health: the host's readiness check failed; watches keep their last status", e);
+        }
     }
 
     /** Open watches, for tests. */
