@@ -32,7 +32,8 @@ import org.slf4j.LoggerFactory;
  * The gRPC server, on grpc-netty-shaded: gRPC brings its own (shaded) Netty 4.2, so its version never
  * has to agree exactly with the REST frontend's managed Netty. Threads: {@code backplane-grpc-boss-*},
  * {@code backplane-grpc-io-*} (calls run here, direct executor, never blocking) and
- * {@code backplane-grpc-admin-*} (repository load and unload).
+ * {@code backplane-grpc-admin-*} (repository load and unload). Serves {@code inference.GRPCInferenceService}
+ * and the standard {@code grpc.health.v1.Health} ({@link HealthService}).
  */
 final class GrpcFrontend implements Frontend {
     private static final Logger log = LoggerFactory.getLogger(GrpcFrontend.class);
@@ -58,6 +59,7 @@ final class GrpcFrontend implements Frontend {
     /** The host's metrics for this frontend; null when it gives none. */
     private final @Nullable MetricRegistry metrics;
     private @Nullable MalformedMessages malformed;
+    private @Nullable HealthService health;
 
     GrpcFrontend(InferenceService service, GrpcOptions options) {
         this(service, options, null, new FrontendContext.Shared<>(new SystemSharedMemory(), true), io.backplane.spi.host.RequestTracer.NONE, null);
@@ -92,6 +94,9 @@ final class GrpcFrontend implements Frontend {
             InboundBudget budget = new InboundBudget(service);
             MalformedMessages guard = new MalformedMessages(metrics);
             malformed = guard;
+            HealthService h = new HealthService(service);
+            health = h;
+            workers.scheduleWithFixedDelay(h::poll, HealthService.WATCH_INTERVAL_MILLIS, HealthService.WATCH_INTERVAL_MILLIS, TimeUnit.MILLISECONDS);
             NettyServerBuilder builder = options.sslCert() == null ? NettyServerBuilder.forAddress(address)
                     : NettyServerBuilder.forAddress(address, credentials(options));
             if (options.maxConnectionIdleMillis() > 0) {
@@ -118,6 +123,7 @@ final class GrpcFrontend implements Frontend {
                     .addTransportFilter(guard)
                     .addService(guard.guard(NativeRawInputs.of(AliasingMarshaller.of(
                             new GrpcInferenceService(service, admin, shm, logs, tracer).bindService()))))
+                    .addService(h)
                     .build().start();
         } catch (Exception | Error e) {
             close();
@@ -151,6 +157,12 @@ final class GrpcFrontend implements Frontend {
         return connections.get();
     }
 
+    /** Open health Watch calls, for tests. */
+    int openHealthWatches() {
+        HealthService h = health;
+        return h == null ? 0 : h.openWatches();
+    }
+
     int port() {
         Server s = server;
         return s == null ? -1 : s.getPort();
@@ -164,6 +176,10 @@ final class GrpcFrontend implements Frontend {
         Server s = server;
         if (s != null) {
             s.shutdown();
+            HealthService h = health;
+            if (h != null) {
+                h.close(); // open Watch calls never end by themselves: end them, so the drain below waits only for real calls
+            }
             try {
                 if (!s.awaitTermination(options.drainMillis(), TimeUnit.MILLISECONDS)) {
                     log.warn("grpc frontend: calls still open after {} ms; cancelling them", options.drainMillis());
