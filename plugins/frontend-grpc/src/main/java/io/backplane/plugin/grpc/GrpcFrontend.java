@@ -121,8 +121,7 @@ final class GrpcFrontend implements Frontend {
                     .maxInboundMessageSize(options.maxMessageBytes())
                     .flowControlWindow(options.flowControlWindowBytes())
                     .addTransportFilter(guard)
-                    .addService(guard.guard(NativeRawInputs.of(AliasingMarshaller.of(
-                            new GrpcInferenceService(service, admin, shm, logs, tracer).bindService()))))
+                    .addService(guard.guard(AliasingMarshaller.of(new GrpcInferenceService(service, admin, shm, logs, tracer).bindService())))
                     .addService(h)
                     .build().start();
         } catch (Exception | Error e) {
