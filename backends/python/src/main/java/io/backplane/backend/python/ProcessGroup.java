@@ -121,6 +121,44 @@ final class ProcessGroup {
         return new ProcessGroup(pid, leaderStart);
     }
 
+    /** The groups of running stubs, by the backend (its socket folder) that started them. */
+    private static final java.util.concurrent.ConcurrentHashMap<java.nio.file.Path, java.util.Set<ProcessGroup>> LIVE =
+            new java.util.concurrent.ConcurrentHashMap<>();
+
+    /** Records a running stub's group under its backend, so the backend's close reaches it even if the stub's own clean-up never ran. */
+    static void track(java.nio.file.Path backend, ProcessGroup g) {
+        LIVE.computeIfAbsent(backend, k -> java.util.concurrent.ConcurrentHashMap.newKeySet()).add(g);
+    }
+
+    /** Forgets a group once its stub ended and the group was killed. */
+    static void untrack(java.nio.file.Path backend, ProcessGroup g) {
+        java.util.Set<ProcessGroup> s = LIVE.get(backend);
+        if (s != null) {
+            s.remove(g);
+        }
+    }
+
+    /**
+     * Kills the groups of every stub of {@code backend} still recorded: stubs whose clean-up did
+     * not finish before the backend closed (an instance close abandoned after its deadline, say),
+     * which would otherwise end with the host and leave what their model started running.
+     *
+     * @return how many groups were signalled
+     */
+    static int killAll(java.nio.file.Path backend) {
+        java.util.Set<ProcessGroup> s = LIVE.remove(backend);
+        if (s == null) {
+            return 0;
+        }
+        int signalled = 0;
+        for (ProcessGroup g : s) {
+            if (g.kill() == Outcome.SIGNALLED) {
+                signalled++;
+            }
+        }
+        return signalled;
+    }
+
     /** Whether whole groups are killed here (else the descendants fallback runs). */
     static boolean available() {
         return NATIVES != null;

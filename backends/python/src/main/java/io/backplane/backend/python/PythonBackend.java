@@ -112,6 +112,12 @@ final class PythonBackend implements Backend {
 
     @Override
     public void close() {
+        // Stubs whose clean-up is still running (an instance close abandoned after its deadline): their process groups now,
+        // before the host ends and leaves what their models started running (R3).
+        int killed = ProcessGroup.killAll(socketDirectory);
+        if (killed > 0) {
+            log.warn("killed the process groups of {} python stub(s) still running at close, with whatever their models started", killed);
+        }
         StubLauncher.closeAll(socketDirectory);
         int unlinked = SharedRegion.unlinkAll(socketDirectory);
         if (unlinked > 0) {

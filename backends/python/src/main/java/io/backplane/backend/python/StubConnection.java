@@ -110,6 +110,8 @@ final class StubConnection {
     private @Nullable SharedRegion region;
     private @Nullable Process process;
     private volatile @Nullable ProcessGroup group;
+    /** The backend's socket folder, under which {@link #group} is tracked until the stub ended ({@link ProcessGroup#killAll}). */
+    private volatile @Nullable Path groupOwner;
     private @Nullable Thread reader;
     private MemorySegment ctl = MemorySegment.NULL;
     private long nextExecId = 1;
@@ -335,7 +337,10 @@ final class StubConnection {
                 server.bind(UnixDomainSocketAddress.of(socketPath));
                 process = StubHandshake.startProcess(settings, stubDir, socketPath, region.prefix(), generation, token, tag);
                 Process p = process;
-                group = ProcessGroup.of(p);
+                ProcessGroup g = ProcessGroup.of(p);
+                group = g;
+                groupOwner = socketDir;
+                ProcessGroup.track(socketDir, g);
                 output.startPump(p.getInputStream(), false);
                 output.startPump(p.getErrorStream(), true);
                 Runnable abort = () -> {
@@ -631,6 +636,11 @@ final class StubConnection {
         // First: what the model started ends with the stub (R3), however the stub ended, and lets go of
         // the stub's output pipes and sockets, which the joins below wait for.
         killGroup();
+        ProcessGroup g = group;
+        Path tracked = groupOwner;
+        if (g != null && tracked != null) {
+            ProcessGroup.untrack(tracked, g);
+        }
         if (!dead.compareAndSet(false, true)) {
             return;
         }

@@ -112,6 +112,23 @@ class StubProcessGroupTest {
         awaitEnded(second);
     }
 
+    /**
+     * A host that ends while a stub's clean-up is still under way (an instance close abandoned after its deadline, as Triton's
+     * bls QA test makes happen): the backend's close kills the groups of the stubs still recorded, so their models' children do
+     * not outlive the host. Here the backend is closed while the instance is still loaded.
+     */
+    @ParameterizedTest(name = "fork_stubs={0}")
+    @ValueSource(booleans = {true, false})
+    void backendClosedWhileTheStubRuns_itsGroupIsKilled(boolean fork) throws Exception {
+        try (Harness h = harness(fork)) {
+            List<ProcessHandle> children = children(h);
+            ProcessHandle stub = ProcessHandle.of(h.stub().pid()).orElseThrow();
+            h.harness.backend(PythonBackend.class).close();
+            awaitEnded(children);
+            ProcessGroupTest.awaitEnded(stub);
+        }
+    }
+
     @ParameterizedTest(name = "fork_stubs={0}")
     @ValueSource(booleans = {true, false})
     void stubKilledByTheHost_itsChildrenEnd(boolean fork) throws Exception {
