@@ -2,9 +2,9 @@ package io.backplane.plugin.http;
 
 import io.backplane.spi.BackplaneException;
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.ByteBufInputStream;
 import io.netty.buffer.ByteBufOutputStream;
-import io.netty.buffer.Unpooled;
 import io.netty.handler.codec.http.FullHttpRequest;
 import io.netty.handler.codec.http.HttpHeaderNames;
 import java.io.IOException;
@@ -32,10 +32,11 @@ final class RequestEncoding {
      * is). The caller releases the returned request.
      *
      * @param limit the largest inflated body, in bytes (the frontend's {@code max_body_bytes})
+     * @param alloc where the inflated body's buffer comes from
      * @throws BackplaneException INVALID_ARGUMENT for an unknown encoding, a corrupt body, or one
      *     that inflates past {@code limit}
      */
-    static @Nullable FullHttpRequest inflate(FullHttpRequest req, long limit) {
+    static @Nullable FullHttpRequest inflate(FullHttpRequest req, long limit, ByteBufAllocator alloc) {
         String encoding = req.headers().get(HttpHeaderNames.CONTENT_ENCODING);
         if (encoding == null) {
             return null;
@@ -48,7 +49,9 @@ final class RequestEncoding {
             throw BackplaneException.invalid("Content-Encoding '" + encoding + "' is not supported; send the body uncompressed, or "
                     + "compressed with gzip or deflate");
         }
-        ByteBuf out = Unpooled.buffer(Math.min(Math.max(req.content().readableBytes() * 4, 256), 1 << 20));
+        // From the connection's (pooled) allocator: an inflated body is released when its request was routed, and its memory serves
+        // the next one, where fresh arrays for every compressed request made the heap grow under a stream of them.
+        ByteBuf out = alloc.buffer(Math.min(Math.max(req.content().readableBytes() * 4, 256), 1 << 20));
         try (InputStream in = e.equals("gzip") ? new GZIPInputStream(new ByteBufInputStream(req.content().duplicate()))
                 : new InflaterInputStream(new ByteBufInputStream(req.content().duplicate()));
              ByteBufOutputStream sink = new ByteBufOutputStream(out)) {

@@ -124,7 +124,7 @@ final class RestRouter extends SimpleChannelInboundHandler<FullHttpRequest> {
         }
         FullHttpRequest inflated = null;
         try {
-            inflated = RequestEncoding.inflate(req, maxInputBytes);
+            inflated = RequestEncoding.inflate(req, maxInputBytes, ctx.alloc());
             route(inflated != null ? inflated : req, reply);
         } catch (Throwable t) {
             reply.fail(t);
