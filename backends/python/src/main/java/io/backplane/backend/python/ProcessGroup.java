@@ -8,8 +8,12 @@ import java.lang.foreign.StructLayout;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
 import java.lang.invoke.VarHandle;
+import java.nio.file.Path;
 import java.time.Instant;
+import java.util.Locale;
 import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -75,7 +79,7 @@ final class ProcessGroup {
     private record Natives(MethodHandle kill, StructLayout state, VarHandle errno) {
         @SuppressWarnings("restricted")
         static @Nullable Natives lookUp() {
-            String os = System.getProperty("os.name", "").toLowerCase(java.util.Locale.ROOT);
+            String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
             if (!(os.startsWith("linux") || os.startsWith("mac")) || Boolean.getBoolean("backplane.python.noGroupKill")) {
                 return null;
             }
@@ -122,17 +126,17 @@ final class ProcessGroup {
     }
 
     /** The groups of running stubs, by the backend (its socket folder) that started them. */
-    private static final java.util.concurrent.ConcurrentHashMap<java.nio.file.Path, java.util.Set<ProcessGroup>> LIVE =
-            new java.util.concurrent.ConcurrentHashMap<>();
+    private static final ConcurrentHashMap<Path, Set<ProcessGroup>> LIVE =
+            new ConcurrentHashMap<>();
 
     /** Records a running stub's group under its backend, so the backend's close reaches it even if the stub's own clean-up never ran. */
-    static void track(java.nio.file.Path backend, ProcessGroup g) {
-        LIVE.computeIfAbsent(backend, k -> java.util.concurrent.ConcurrentHashMap.newKeySet()).add(g);
+    static void track(Path backend, ProcessGroup g) {
+        LIVE.computeIfAbsent(backend, k -> ConcurrentHashMap.newKeySet()).add(g);
     }
 
     /** Forgets a group once its stub ended and the group was killed. */
-    static void untrack(java.nio.file.Path backend, ProcessGroup g) {
-        java.util.Set<ProcessGroup> s = LIVE.get(backend);
+    static void untrack(Path backend, ProcessGroup g) {
+        Set<ProcessGroup> s = LIVE.get(backend);
         if (s != null) {
             s.remove(g);
         }
@@ -145,8 +149,8 @@ final class ProcessGroup {
      *
      * @return how many groups were signalled
      */
-    static int killAll(java.nio.file.Path backend) {
-        java.util.Set<ProcessGroup> s = LIVE.remove(backend);
+    static int killAll(Path backend) {
+        Set<ProcessGroup> s = LIVE.remove(backend);
         if (s == null) {
             return 0;
         }

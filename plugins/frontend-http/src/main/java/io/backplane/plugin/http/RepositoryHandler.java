@@ -2,6 +2,10 @@ package io.backplane.plugin.http;
 
 import static java.util.Objects.requireNonNull;
 
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.core.exc.StreamConstraintsException;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.backplane.protocol.LoadParameters;
 import io.backplane.spi.BackplaneException;
@@ -11,8 +15,11 @@ import io.backplane.spi.host.LoadOverride;
 import io.backplane.spi.host.ModelState;
 import io.backplane.spi.host.ModelStatus;
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufInputStream;
 import io.netty.handler.codec.http.HttpMethod;
 import io.netty.handler.codec.http.HttpResponseStatus;
+import java.io.IOException;
+import java.io.InputStream;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.ExecutorService;
@@ -93,23 +100,23 @@ final class RepositoryHandler implements RestRoute {
      * The index request's {@code ready} flag, read as a stream: a value that is not a boolean is
      * refused from its first token (Triton's words), so a deeply nested one is never descended.
      */
-    static boolean readyOnly(io.netty.buffer.ByteBuf body) {
+    static boolean readyOnly(ByteBuf body) {
         boolean ready = false;
-        try (com.fasterxml.jackson.core.JsonParser p = Json.FACTORY.createParser((java.io.InputStream) new io.netty.buffer.ByteBufInputStream(body.duplicate()))) {
-            com.fasterxml.jackson.core.JsonToken t = p.nextToken();
+        try (JsonParser p = Json.FACTORY.createParser((InputStream) new ByteBufInputStream(body.duplicate()))) {
+            JsonToken t = p.nextToken();
             if (t == null) {
                 return false;
             }
-            if (t != com.fasterxml.jackson.core.JsonToken.START_OBJECT) {
+            if (t != JsonToken.START_OBJECT) {
                 throw BackplaneException.invalid("the repository index request must be a JSON object, not " + t.asString());
             }
-            while ((t = p.nextToken()) == com.fasterxml.jackson.core.JsonToken.FIELD_NAME) {
+            while ((t = p.nextToken()) == JsonToken.FIELD_NAME) {
                 String field = p.currentName();
                 t = p.nextToken();
                 if (field.equals("ready")) {
                     if (!t.isBoolean()) {
                         throw BackplaneException.invalid("Invalid value for 'ready': expected a boolean (true or false), not "
-                                + (t.isStructStart() ? "a JSON " + (t == com.fasterxml.jackson.core.JsonToken.START_ARRAY ? "array" : "object") : p.getText()));
+                                + (t.isStructStart() ? "a JSON " + (t == JsonToken.START_ARRAY ? "array" : "object") : p.getText()));
                     }
                     ready = p.getBooleanValue();
                 } else {
@@ -117,11 +124,11 @@ final class RepositoryHandler implements RestRoute {
                 }
             }
             return ready;
-        } catch (com.fasterxml.jackson.core.exc.StreamConstraintsException e) {
+        } catch (StreamConstraintsException e) {
             throw InferCodec.constraint(e);
-        } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+        } catch (JsonProcessingException e) {
             throw BackplaneException.invalid("malformed JSON in the request body: " + e.getOriginalMessage());
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
             throw BackplaneException.invalid("unreadable request body: " + e.getMessage());
         }
     }
