@@ -11,6 +11,7 @@ import io.backplane.core.internal.CoreModule;
 import io.backplane.core.internal.HostOptions;
 import io.backplane.core.internal.MemoryBudget;
 import io.backplane.core.internal.ModelNames;
+import io.backplane.core.internal.RateLimiter;
 import io.backplane.core.internal.HostRuntime;
 import io.backplane.core.internal.Spin;
 import io.backplane.core.plugin.ClassLoaderSafeFrontendFactory;
@@ -461,6 +462,8 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         private long responseCacheBytes;
         private String serverName = DEFAULT_SERVER_NAME;
         private boolean allowLinksOutsideRepository;
+        private RateLimitMode rateLimit = RateLimitMode.OFF;
+        private final List<RateLimiter.ResourceLimit> rateLimitResources = new ArrayList<>();
 
         private Builder() {
         }
@@ -590,6 +593,46 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
          */
         public Builder allowLinksOutsideRepository(boolean on) {
             allowLinksOutsideRepository = on;
+            return this;
+        }
+
+        /**
+         * Triton's {@code --rate-limit}: with {@link RateLimitMode#EXECUTION_COUNT} an instance whose
+         * group has a {@code rate_limiter} executes only when the resources it lists are free, and
+         * waiting instances are chosen by execution count times priority;
+         * {@link RateLimitMode#OFF} (the default, as in Triton) ignores every {@code rate_limiter}.
+         * See docs/model-repository.md.
+         */
+        public Builder rateLimit(RateLimitMode mode) {
+            rateLimit = requireNonNull(mode, "mode is null");
+            return this;
+        }
+
+        /**
+         * Triton's {@code --rate-limit-resource=<name>:<count>}: {@code count} copies of resource
+         * {@code name} on every device (one pool, when the models declare it global). Without it a
+         * resource has as many copies as the most any loaded instance asks for. Repeatable.
+         *
+         * @throws IllegalArgumentException when the name is blank or the count negative
+         */
+        public Builder rateLimitResource(String name, int count) {
+            rateLimitResources.add(new RateLimiter.ResourceLimit(name, count, -1));
+            return this;
+        }
+
+        /**
+         * Triton's {@code --rate-limit-resource=<name>:<count>:<device>}: {@code count} copies of
+         * resource {@code name} on GPU {@code device} (CPU instances count as device 0). For a
+         * resource the models declare global the device is ignored: its pool has the largest count
+         * given. Repeatable.
+         *
+         * @throws IllegalArgumentException when the name is blank, or the count or device negative
+         */
+        public Builder rateLimitResource(String name, int count, int device) {
+            if (device < 0) {
+                throw new IllegalArgumentException("rate-limit resource '" + name + "': device " + device + " is negative");
+            }
+            rateLimitResources.add(new RateLimiter.ResourceLimit(name, count, device));
             return this;
         }
 
@@ -727,7 +770,8 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
                     restartBackoffMin, restartBackoffMax, backendOptions, backends, allBatchers, codeModels, ticker, listeners, loader, callerRuns,
                     responseCacheBytes,
                     new HostOptions.Limits(memoryBudget > 0 ? memoryBudget : MemoryBudget.defaultLimit(), defaultMaxQueueSize, maxInstancesPerModel,
-                            maxInstancesPerHost), builtinWarmup, ownWarmup, allowLinksOutsideRepository);
+                            maxInstancesPerHost), builtinWarmup, ownWarmup, allowLinksOutsideRepository,
+                    new RateLimiter.Settings(rateLimit == RateLimitMode.EXECUTION_COUNT, rateLimitResources));
             Path work = HostWorkDirectory.create();
             HostRuntime runtime;
             try {

@@ -4,6 +4,7 @@ import static java.util.Objects.requireNonNull;
 
 import io.backplane.core.BackplaneHost;
 import io.backplane.core.ModelControlMode;
+import io.backplane.core.RateLimitMode;
 import io.backplane.server.Converters.PluginOption;
 import io.backplane.spi.host.FrontendFactory;
 import io.backplane.spi.host.ModelStatus;
@@ -235,6 +236,18 @@ final class ServeCommand implements Callable<Integer> {
     @Option(names = "--max-instances-per-host", paramLabel = "<n>", defaultValue = "256", converter = Converters.PositiveCount.class,
             description = "Instances all loaded models together may have; a load above it fails (default: ${DEFAULT-VALUE}).")
     int maxInstancesPerHost;
+    @Option(names = "--rate-limit", paramLabel = "<mode>", defaultValue = "off",
+            description = "Triton's rate limiter: execution_count or off (default: ${DEFAULT-VALUE}, Triton's). With execution_count an instance whose"
+                    + " instance_group has a rate_limiter executes only when the resources it lists are free, and waiting instances are chosen"
+                    + " by execution count times priority; off ignores every rate_limiter.")
+    String rateLimit = "off";
+
+    @Option(names = "--rate-limit-resource", paramLabel = "<name>:<count>[:<device>]",
+            description = "Triton's syntax (repeatable): the copies of a rate-limiter resource, on one GPU device or, without <device>, on every"
+                    + " device (CPU instances count as device 0); for a resource the models declare global, the largest count given. Without"
+                    + " it a resource has as many copies as the most any loaded instance asks for.")
+    List<String> rateLimitResource = new ArrayList<>();
+
     @Option(names = "--trace-config", paramLabel = "[<mode>,]<setting>=<value>",
             description = "Trace extension, Triton's syntax (repeatable): level=OFF|TIMESTAMPS, rate=<N> (one request in N), count=<N> (-1: no bound), "
                     + "mode=opentelemetry; opentelemetry,url=<OTLP/HTTP endpoint> (default http://localhost:4318/v1/traces), "
@@ -276,6 +289,41 @@ final class ServeCommand implements Callable<Integer> {
         }
     }
 
+    /** {@code --rate-limit} and {@code --rate-limit-resource}, Triton's syntax, refused with the flag's format when wrong. */
+    private void rateLimiter(BackplaneHost.Builder builder) {
+        try {
+            builder.rateLimit(RateLimitMode.parse(rateLimit));
+        } catch (IllegalArgumentException e) {
+            throw new ParameterException(spec.commandLine(), "--rate-limit '" + rateLimit + "': give execution_count or off (the default)");
+        }
+        for (String r : rateLimitResource) {
+            String[] parts = r.split(":", -1);
+            String format = "--rate-limit-resource '" + r + "': the format is <name>:<count> or <name>:<count>:<device>, e.g. R1:4 or R1:4:0";
+            if (parts.length < 2 || parts.length > 3 || parts[0].isBlank()) {
+                throw new ParameterException(spec.commandLine(), format);
+            }
+            int count;
+            int device;
+            try {
+                count = Integer.parseInt(parts[1].strip());
+                device = parts.length == 3 ? Integer.parseInt(parts[2].strip()) : -1;
+            } catch (NumberFormatException e) {
+                throw new ParameterException(spec.commandLine(), format + " (count and device are whole numbers)");
+            }
+            if (count < 0 || (parts.length == 3 && device < 0)) {
+                throw new ParameterException(spec.commandLine(), format + "; count and device are 0 or more");
+            }
+            if (parts.length == 3) {
+                builder.rateLimitResource(parts[0], count, device);
+            } else {
+                builder.rateLimitResource(parts[0], count);
+            }
+        }
+        if (!rateLimitResource.isEmpty() && !"execution_count".equalsIgnoreCase(rateLimit.strip())) {
+            log.warn("--rate-limit-resource is given but --rate-limit is {}: the resources are ignored (give --rate-limit execution_count)", rateLimit);
+        }
+    }
+
     private Map<String, String> logLevels() {
         Map<String, String> levels = new LinkedHashMap<>();
         for (String setting : logLevel) {
@@ -312,6 +360,7 @@ final class ServeCommand implements Callable<Integer> {
             throw new ParameterException(spec.commandLine(), "--own-warmup-ms " + ownWarmupMillis + " is over a minute; give 0 (off) to 60000");
         }
         builder.ownWarmup(Duration.ofMillis(ownWarmupMillis));
+        rateLimiter(builder);
         if (memoryBudgetBytes != null) {
             builder.memoryBudget(memoryBudgetBytes);
         }

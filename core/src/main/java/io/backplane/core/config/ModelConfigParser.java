@@ -16,6 +16,7 @@ import io.backplane.protocol.inference.ModelInput;
 import io.backplane.protocol.inference.ModelInstanceGroup;
 import io.backplane.protocol.inference.ModelOutput;
 import io.backplane.protocol.inference.ModelQueuePolicy;
+import io.backplane.protocol.inference.ModelRateLimiter;
 import io.backplane.protocol.inference.ModelVersionPolicy;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
@@ -27,6 +28,7 @@ import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.InstanceKind;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.config.QueuePolicy;
+import io.backplane.spi.config.RateLimiterConfig;
 import io.backplane.spi.config.TensorConfig;
 import io.backplane.spi.config.TimeoutAction;
 import io.backplane.spi.config.VersionPolicy;
@@ -71,7 +73,7 @@ public final class ModelConfigParser {
                     "model_metrics"),
             "ModelInput", Set.of("is_shape_tensor", "allow_ragged_batch", "is_non_linear_format_io"),
             "ModelOutput", Set.of("is_shape_tensor", "is_non_linear_format_io"),
-            "ModelInstanceGroup", Set.of("rate_limiter", "secondary_devices", "profile", "passive", "host_policy"));
+            "ModelInstanceGroup", Set.of("secondary_devices", "profile", "passive", "host_policy"));
 
     /** The most of a config line the host's log shows with a parse error. */
     private static final int LOGGED_LINE_CHARS = 200;
@@ -486,7 +488,22 @@ public final class ModelConfigParser {
         // Triton names an unnamed group <model name>_<group number>.
         String name = g.getName().isEmpty() ? modelName + "_" + index : g.getName();
         int count = g.hasCount() ? g.getCount() : 1;
-        return construct(() -> InstanceGroup.of(name, count, kind, g.getGpusList()), at.at(path), "instance_group");
+        RateLimiterConfig limiter = g.hasRateLimiter() ? rateLimiter(g.getRateLimiter(), path + ".rate_limiter", at) : null;
+        return construct(() -> InstanceGroup.builder(name).count(count).kind(kind).gpus(g.getGpusList()).rateLimiter(limiter).build(), at.at(path),
+                "instance_group");
+    }
+
+    /** Triton's {@code rate_limiter}: resources with a name and a count, each global or per device, and a priority. */
+    private static RateLimiterConfig rateLimiter(ModelRateLimiter r, String path, SourcePositions at) {
+        List<RateLimiterConfig.Resource> resources = new ArrayList<>();
+        for (int i = 0; i < r.getResourcesCount(); i++) {
+            ModelRateLimiter.Resource res = r.getResources(i);
+            String p = path + ".resources[" + i + "]";
+            int count = smallInt(Integer.toUnsignedLong(res.getCount()), p + ".count", at);
+            resources.add(construct(() -> new RateLimiterConfig.Resource(res.getName(), res.getGlobal(), count), at.at(p), "rate_limiter.resources"));
+        }
+        int priority = smallInt(Integer.toUnsignedLong(r.getPriority()), path + ".priority", at);
+        return construct(() -> new RateLimiterConfig(resources, priority), at.at(path), "instance_group.rate_limiter");
     }
 
     private static DynamicBatching dynamicBatching(ModelDynamicBatching d, SourcePositions at) {

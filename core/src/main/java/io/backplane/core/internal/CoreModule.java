@@ -37,7 +37,8 @@ public final class CoreModule extends AbstractModule {
     @Singleton
     HostContext hostContext() {
         return new HostContext(options.ticker(), options.unloadTimeout(), options.restartBackoffMin(), options.restartBackoffMax(),
-                options.listeners(), options.callerRuns(), options.responseCacheBytes(), options.limits(), options.builtinWarmup());
+                options.listeners(), options.callerRuns(), options.responseCacheBytes(), options.limits(), options.builtinWarmup(),
+                options.rateLimiter());
     }
 
     @Provides

@@ -34,6 +34,7 @@ public final class HostContext {
     private final Duration restartBackoffMax;
     private final boolean callerRuns;
     private final boolean builtinWarmup;
+    private final RateLimiter rateLimiter;
     private final CustomMetrics customMetrics = new CustomMetrics();
     private volatile @org.jspecify.annotations.Nullable ModelRegistry registry;
     private final @org.jspecify.annotations.Nullable ResponseCache responseCache;
@@ -61,6 +62,14 @@ public final class HostContext {
     /** As the other constructors; {@code builtinWarmup}: the default of the built-in warm-up ({@link Warmup}) for models that set none. */
     public HostContext(Ticker ticker, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax, List<HostListener> initial,
             boolean callerRuns, long responseCacheBytes, HostOptions.Limits limits, boolean builtinWarmup) {
+        this(ticker, unloadTimeout, restartBackoffMin, restartBackoffMax, initial, callerRuns, responseCacheBytes, limits, builtinWarmup,
+                RateLimiter.Settings.OFF);
+    }
+
+    /** As the other constructors; {@code rateLimiter}: the host's rate limiter ({@link RateLimiter}). */
+    public HostContext(Ticker ticker, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax, List<HostListener> initial,
+            boolean callerRuns, long responseCacheBytes, HostOptions.Limits limits, boolean builtinWarmup, RateLimiter.Settings rateLimiter) {
+        this.rateLimiter = new RateLimiter(rateLimiter);
         this.builtinWarmup = builtinWarmup;
         this.responseCache = responseCacheBytes > 0 ? new ResponseCache(responseCacheBytes) : null;
         this.ticker = requireNonNull(ticker, "ticker is null");
@@ -158,6 +167,11 @@ public final class HostContext {
     /** Whether models without {@code model_warmup} or the {@code builtin_warmup} parameter get the built-in warm-up ({@link Warmup}). */
     public boolean builtinWarmup() {
         return builtinWarmup;
+    }
+
+    /** The host-wide rate limiter (Triton's {@code --rate-limit}); off unless the host options turn it on. */
+    public RateLimiter rateLimiter() {
+        return rateLimiter;
     }
 
     /** Whether models without batching may execute on the caller's thread when an instance is idle. */

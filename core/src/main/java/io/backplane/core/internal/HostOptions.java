@@ -14,6 +14,7 @@ import java.util.Map;
 /**
  * Everything the embedded builder collected; immutable.
  *
+ * @param rateLimiter the rate limiter's mode and resources ({@link RateLimiter})
  * @param allowLinksOutsideRepository whether a model's files may really (links followed) be outside
  *     its repository root ({@link io.backplane.core.repository.FileRoot})
  */
@@ -21,7 +22,8 @@ public record HostOptions(List<Path> repositories, List<Path> backendsDirectorie
         Duration pollInterval, Duration unloadTimeout, Duration restartBackoffMin, Duration restartBackoffMax,
         Map<String, Map<String, String>> backendOptions, List<BackendFactory> backends, List<BatcherFactory> batchers,
         List<CodeModel> codeModels, Ticker ticker, List<HostListener> listeners, ClassLoader hostClassLoader, boolean callerRuns,
-        long responseCacheBytes, Limits limits, boolean builtinWarmup, Duration ownWarmup, boolean allowLinksOutsideRepository) {
+        long responseCacheBytes, Limits limits, boolean builtinWarmup, Duration ownWarmup, boolean allowLinksOutsideRepository,
+        RateLimiter.Settings rateLimiter) {
 
     public HostOptions {
         repositories = List.copyOf(repositories);
@@ -32,6 +34,7 @@ public record HostOptions(List<Path> repositories, List<Path> backendsDirectorie
         batchers = List.copyOf(batchers);
         codeModels = List.copyOf(codeModels);
         listeners = List.copyOf(listeners);
+        java.util.Objects.requireNonNull(rateLimiter, "rateLimiter is null");
     }
 
     /**

@@ -95,6 +95,8 @@ final class InstanceSlot {
     /** A moving average of this instance's execute times, starting high: a worker lends its thread only to a quick step. */
     private volatile long recentExecuteNanos = TimeUnit.SECONDS.toNanos(1);
     private @Nullable Model model;
+    /** Its place in the host's rate limiter; null when the limiter does not hold it back. Set before {@link #start}. */
+    private volatile RateLimiter.@Nullable Gate gate;
 
     InstanceSlot(ModelContext owner, BatchSource source, HostContext host, long executeTimeoutMillis, Placement.Spec spec) {
         this.owner = requireNonNull(owner, "owner is null");
@@ -106,6 +108,23 @@ final class InstanceSlot {
         this.index = spec.index();
         this.kind = spec.kind();
         this.deviceId = spec.deviceId();
+    }
+
+    /**
+     * The rate limiter's hook ({@link RateLimiter}): once set, the worker waits for this gate's
+     * resources after it takes a batch and returns them when the execute ends, and no caller runs
+     * inline on this instance. Called before {@link #start}.
+     */
+    void limitedBy(RateLimiter.@Nullable Gate g) {
+        gate = g;
+    }
+
+    /** Rate limiter: the worker has no batch to run, so it drops any claim on resources. */
+    private void dropClaim() {
+        RateLimiter.Gate g = gate;
+        if (g != null) {
+            g.idle();
+        }
     }
 
     /** Creates the first incarnation (failure fails the load) and starts the worker. */
@@ -216,6 +235,7 @@ final class InstanceSlot {
         int failures = 0;
         while (running) {
             if (needsRestart()) {
+                dropClaim();
                 claim(); // no caller runs on the incarnation being replaced
                 try {
                     failures = restart(failures);
@@ -225,8 +245,10 @@ final class InstanceSlot {
                 continue;
             }
             List<RequestState> batch;
+            RateLimiter.Gate g = gate;
             try {
-                batch = source.next(index, POLL_MILLIS, TimeUnit.MILLISECONDS);
+                // a rate-limiter claim made as the last execute ended only takes a batch already formed
+                batch = source.next(index, g != null && g.claimed() ? 0 : POLL_MILLIS, TimeUnit.MILLISECONDS);
             } catch (InterruptedException e) {
                 if (!running) {
                     break;
@@ -234,26 +256,33 @@ final class InstanceSlot {
                 continue;
             } catch (Throwable t) {
                 log.error("the batcher of {} threw from nextBatch; the worker of instance '{}' goes on", owner, name, t);
+                dropClaim();
                 sleepQuietly(10);
                 continue;
             }
             if (batch.isEmpty()) {
+                dropClaim();
                 continue;
+            }
+            List<RequestState> taken = g == null ? batch : g.acquire(batch, () -> running); // rate limiter: wait for the resources
+            if (taken.isEmpty()) {
+                continue; // every request of the batch ended while it waited, or the slot stops: nothing held
             }
             ModelInstance i = instance;
             if (i == null || needsRestart()) {
+                dropClaim();
                 BackplaneException e = BackplaneException.unavailable("instance '" + name + "' of model '" + owner.name() + "' is restarting");
-                for (RequestState r : batch) {
+                for (RequestState r : taken) {
                     r.terminate(e, Outcome.OTHER, "instance-restarting");
                 }
                 continue;
             }
-            if (batch.size() == 1) {
+            if (taken.size() == 1) {
                 // ensemble steps made ready by this request may run on this thread after it (StepTrampoline); a
                 // larger batch hands them over at once, so early answers of the batch do not wait for its end
-                StepTrampoline.run(source::isIdle, () -> claimAndExecute(i, batch));
+                StepTrampoline.run(source::isIdle, () -> claimAndExecute(i, taken));
             } else {
-                claimAndExecute(i, batch);
+                claimAndExecute(i, taken);
             }
         }
     }
@@ -264,6 +293,10 @@ final class InstanceSlot {
             execute(i, batch);
         } finally {
             busy.set(false);
+            RateLimiter.Gate g = gate;
+            if (g != null) {
+                g.executed(!source.isIdle()); // resources back; with work queued, the instance is staged again at once
+            }
         }
     }
 
@@ -285,7 +318,7 @@ final class InstanceSlot {
      * Returns false (and does nothing) when it is not.
      */
     boolean tryRunInline(RequestState r) {
-        if (!busy.compareAndSet(false, true)) {
+        if (gate != null || !busy.compareAndSet(false, true)) { // a rate-limited instance runs only on its worker
             return false;
         }
         try {
@@ -309,7 +342,7 @@ final class InstanceSlot {
      * instance is claimed first, so a worker that has just taken {@code r} keeps it.
      */
     boolean tryHelp(RequestState r) {
-        if (executeTimeoutMillis > 0 || decoupled || busy.get() || !busy.compareAndSet(false, true)) {
+        if (executeTimeoutMillis > 0 || decoupled || gate != null || busy.get() || !busy.compareAndSet(false, true)) {
             return false; // an execute timeout interrupts the running thread: never a caller's
         }
         try {

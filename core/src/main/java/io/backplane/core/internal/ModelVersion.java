@@ -69,6 +69,8 @@ final class ModelVersion {
     private final CustomMetrics.Scope metrics;
     /** Instances taken from the host's caps; given back once when the version ends. */
     private int reservedInstances;
+    /** Each limited instance's place in the host's rate limiter, closed when the version unloads or its load fails. */
+    private final List<RateLimiter.Gate> rateLimiterGates = new ArrayList<>();
 
     /** The name of the backend that serves it. */
     String backendName() {
@@ -145,7 +147,9 @@ final class ModelVersion {
             BatchGuard batches = new BatchGuard(v.admission.origin(), batcher, config.batches() ? config.maxBatchSize() : 1);
             v.batches = batches;
             for (Placement.Spec spec : placed) {
-                v.instances.add(new InstanceSlot(v.context, batches, host, executeTimeout, spec));
+                InstanceSlot slot = new InstanceSlot(v.context, batches, host, executeTimeout, spec);
+                v.instances.add(slot);
+                slot.limitedBy(v.rateLimited(spec));
             }
             startAll(name, v.instances, m);
             if (batcherFactory.name().equals("none")) {
@@ -255,6 +259,28 @@ final class ModelVersion {
         int n = reservedInstances;
         reservedInstances = 0;
         host.releaseInstances(n);
+        List<RateLimiter.Gate> gates;
+        synchronized (rateLimiterGates) {
+            gates = List.copyOf(rateLimiterGates);
+            rateLimiterGates.clear();
+        }
+        gates.forEach(RateLimiter.Gate::close);
+    }
+
+    /**
+     * Registers instance {@code spec} with the host's rate limiter: its gate, kept until the version
+     * unloads, or null when the limiter does not hold it back.
+     *
+     * @throws BackplaneException INVALID_ARGUMENT when its resources cannot be served (see {@link RateLimiter#register})
+     */
+    RateLimiter.@Nullable Gate rateLimited(Placement.Spec spec) {
+        RateLimiter.Gate g = host.rateLimiter().register(name(), version(), spec.name(), spec.deviceId(), spec.rateLimiter());
+        if (g != null) {
+            synchronized (rateLimiterGates) {
+                rateLimiterGates.add(g);
+            }
+        }
+        return g;
     }
 
     /** Sequence slots this version's batcher holds (0 without sequence batching, or after unload). */

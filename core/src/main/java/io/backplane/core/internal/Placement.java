@@ -5,8 +5,10 @@ import static java.util.Objects.requireNonNull;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.InstanceKind;
 import io.backplane.spi.config.ModelConfig;
+import io.backplane.spi.config.RateLimiterConfig;
 import java.util.ArrayList;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Where a model version's instances run: its {@code instance_group}s turned into one
@@ -21,11 +23,16 @@ final class Placement {
     private Placement() {
     }
 
-    /** One instance to create: its name, index within the version, kind and device. */
-    record Spec(String name, int index, InstanceKind kind, int deviceId) {
+    /** One instance to create: its name, index within the version, kind and device, and its group's {@code rate_limiter} (null: none). */
+    record Spec(String name, int index, InstanceKind kind, int deviceId, @Nullable RateLimiterConfig rateLimiter) {
         Spec {
             requireNonNull(name, "name is null");
             requireNonNull(kind, "kind is null");
+        }
+
+        /** An instance whose group has no {@code rate_limiter}. */
+        Spec(String name, int index, InstanceKind kind, int deviceId) {
+            this(name, index, kind, deviceId, null);
         }
     }
 
@@ -41,7 +48,7 @@ final class Placement {
             int k = 0;
             for (int device : devices) {
                 for (int c = 0; c < group.count(); c++) {
-                    out.add(new Spec(groupName + "_" + k++, out.size(), kind, device));
+                    out.add(new Spec(groupName + "_" + k++, out.size(), kind, device, group.rateLimiter()));
                 }
             }
         }

@@ -343,6 +343,46 @@ class ModelConfigParserTest {
     }
 
     @Test
+    void parse_rateLimiter_resourcesAndPriority_tritonExample() {
+        ModelConfig c = ModelConfigParser.parse("""
+                name: "m"
+                backend: "python"
+                instance_group [
+                  {
+                    count: 1
+                    kind: KIND_GPU
+                    gpus: [ 0, 1, 2 ]
+                    rate_limiter {
+                      resources [ { name: "R1" count: 4 }, { name: "R2" global: True count: 2 } ]
+                      priority: 2
+                    }
+                  },
+                  { kind: KIND_CPU }
+                ]
+                """, "m/config.pbtxt", "m");
+        io.backplane.spi.config.RateLimiterConfig r = c.instanceGroups().get(0).rateLimiter();
+        assertEquals(new io.backplane.spi.config.RateLimiterConfig(List.of(new io.backplane.spi.config.RateLimiterConfig.Resource("R1", false, 4),
+                new io.backplane.spi.config.RateLimiterConfig.Resource("R2", true, 2)), 2), r);
+        assertNull(c.instanceGroups().get(1).rateLimiter(), "a group without rate_limiter has none");
+        assertEquals(1, ModelConfigParser.parse("name: \"m\"\nbackend: \"python\"\ninstance_group [ { rate_limiter { } } ]\n", "m/config.pbtxt", "m")
+                .instanceGroups().get(0).rateLimiter().effectivePriority(), "priority 0 or unset counts as 1");
+    }
+
+    @Test
+    void parse_rateLimiterChecks_nameCountDuplicate() {
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\ninstance_group [ { rate_limiter { resources [ { count: 1 } ] } } ]\n").getMessage(),
+                "m/config.pbtxt:3:", "rate_limiter", "name '' is empty");
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\ninstance_group [ { rate_limiter { resources [ { name: \"R\" count: 4294967295 } ] } } ]\n")
+                .getMessage(), "m/config.pbtxt:3:", "count", "4294967295 is too large");
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\ninstance_group [ { rate_limiter { resources [ { name: \"R\" count: -1 } ] } } ]\n")
+                .getMessage(), "m/config.pbtxt:3:");
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\ninstance_group [ { rate_limiter { resources [ { name: \"R\" count: 1 },"
+                + " { name: \"R\" count: 2 } ] } } ]\n").getMessage(), "m/config.pbtxt:3:", "'R' is listed twice");
+        assertContains(invalid("name: \"m\"\nbackend: \"python\"\ninstance_group [ { rate_limiter { priority: 4294967295 } } ]\n").getMessage(),
+                "m/config.pbtxt:3:", "priority", "too large");
+    }
+
+    @Test
     void parse_instanceGroupChecks_countAndGpus() {
         assertContains(invalid("name: \"m\"\nbackend: \"python\"\ninstance_group [ { count: 0 } ]\n").getMessage(),
                 "m/config.pbtxt:3:", "instance_group.count", "count 0");
