@@ -282,6 +282,7 @@ final class ServeCommand implements Callable<Integer> {
         ModelControlMode mode = controlMode();
         builtinOptions("grpc"); // bad TLS flags fail here, before anything starts
         cacheBytes(); // and bad cache flags
+        rateLimiter(BackplaneHost.builder()); // and bad rate-limiter flags
         Map<String, String> levels = logLevels(); // refused before anything logs at the new levels
         try (LogLevels.Restore _ = LogLevels.verbose("io.backplane", logVerbose);
                 LogLevels.Restore _ = LogLevels.levels(levels)) {
@@ -318,9 +319,6 @@ final class ServeCommand implements Callable<Integer> {
             } else {
                 builder.rateLimitResource(parts[0], count);
             }
-        }
-        if (!rateLimitResource.isEmpty() && !"execution_count".equalsIgnoreCase(rateLimit.strip())) {
-            log.warn("--rate-limit-resource is given but --rate-limit is {}: the resources are ignored (give --rate-limit execution_count)", rateLimit);
         }
     }
 
@@ -361,6 +359,9 @@ final class ServeCommand implements Callable<Integer> {
         }
         builder.ownWarmup(Duration.ofMillis(ownWarmupMillis));
         rateLimiter(builder);
+        if (!rateLimitResource.isEmpty() && RateLimitMode.parse(rateLimit) == RateLimitMode.OFF) {
+            log.warn("--rate-limit-resource is given but --rate-limit is off: the resources are ignored (give --rate-limit execution_count)");
+        }
         if (memoryBudgetBytes != null) {
             builder.memoryBudget(memoryBudgetBytes);
         }

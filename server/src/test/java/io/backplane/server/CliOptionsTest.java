@@ -128,6 +128,22 @@ class CliOptionsTest {
         assertTrue(err.toString().contains("Invalid value for option '--cache-config'"), err.toString());
     }
 
+    @ParameterizedTest(name = "{0} {1}")
+    @CsvSource(delimiter = '|', value = {
+        "--rate-limit           | sometimes  | --rate-limit 'sometimes': give execution_count or off (the default)",
+        "--rate-limit-resource  | R1         | --rate-limit-resource 'R1': the format is <name>:<count> or <name>:<count>:<device>, e.g. R1:4 or R1:4:0",
+        "--rate-limit-resource  | R1:x       | --rate-limit-resource 'R1:x': the format is <name>:<count> or <name>:<count>:<device>",
+        "--rate-limit-resource  | R1:4:0:1   | --rate-limit-resource 'R1:4:0:1': the format is",
+        "--rate-limit-resource  | :4         | --rate-limit-resource ':4': the format is",
+        "--rate-limit-resource  | R1:-1      | --rate-limit-resource 'R1:-1': the format is <name>:<count> or <name>:<count>:<device>, e.g. R1:4 or R1:4:0; count and device are 0 or more",
+        "--rate-limit-resource  | R1:4:-2    | count and device are 0 or more",
+    })
+    void serve_badRateLimiterFlag_exitCode2_namesTheFlagAndTheSyntax(String option, String value, String message) throws IOException {
+        Files.createDirectories(dir.resolve("repo"));
+        assertEquals(2, cli().execute("serve", "--model-repository", "repo", option, value), err.toString());
+        assertTrue(err.toString().contains(message), "expected <" + message + "> in:\n" + err);
+    }
+
     @Test
     void noCommand_exitCode2_saysWhatToRun() {
         assertEquals(2, cli().execute());
@@ -142,7 +158,7 @@ class CliOptionsTest {
         for (String o : List.of("--model-repository", "--model-control-mode", "--load-model", "--repository-poll-secs", "--http-port", "--grpc-port",
                 "--metrics-port", "--backend-directory", "--bundled-backends", "--backend-config", "--cache-config", "--exit-timeout-secs", "--log-verbose",
                 "--log-level", "--memory-budget-bytes", "--default-max-queue-size", "--max-instances-per-model", "--max-instances-per-host",
-                "--allow-links-outside-repository")) {
+                "--allow-links-outside-repository", "--rate-limit", "--rate-limit-resource")) {
             assertTrue(out.toString().contains(o), o + " missing from serve --help:\n" + out);
         }
         assertTrue(out.toString().contains("default: 8000"), out.toString());
@@ -170,6 +186,8 @@ class CliOptionsTest {
         assertNull(s.controlMode);
         assertTrue(s.allowHttp && s.allowGrpc && s.allowMetrics);
         assertFalse(s.allowLinksOutsideRepository, "links out of the repository are refused by default");
+        assertEquals("off", s.rateLimit, "Triton's default: the rate limiter is off");
+        assertEquals(List.of(), s.rateLimitResource);
         assertTrue(parseServe("--allow-links-outside-repository").allowLinksOutsideRepository);
         assertFalse(parseServe("--allow-links-outside-repository=false").allowLinksOutsideRepository);
     }
@@ -188,6 +206,14 @@ class CliOptionsTest {
         assertEquals(-1, s.grpcPort);
         assertEquals(false, s.allowMetrics);
         assertEquals(0, s.exitTimeoutSecs);
+    }
+
+    @Test
+    void serve_rateLimiterFlags_tritonSyntax_parse() {
+        ServeCommand s = parseServe("--rate-limit", "EXECUTION_COUNT", "--rate-limit-resource", "R1:10", "--rate-limit-resource=R2:5:0",
+                "--rate-limit-resource=R2:8:1");
+        assertEquals("EXECUTION_COUNT", s.rateLimit);
+        assertEquals(List.of("R1:10", "R2:5:0", "R2:8:1"), s.rateLimitResource);
     }
 
     @Test
