@@ -60,8 +60,19 @@ final class ConfigProtos {
             b.addOutput(o);
         }
         for (InstanceGroup g : c.instanceGroups()) {
-            b.addInstanceGroup(ModelInstanceGroup.newBuilder().setName(g.name()).setCount(g.count())
-                    .setKind(ModelInstanceGroup.Kind.valueOf("KIND_" + g.kind().name())).addAllGpus(g.gpus()));
+            ModelInstanceGroup.Builder ig = ModelInstanceGroup.newBuilder().setName(g.name()).setCount(g.count())
+                    .setKind(ModelInstanceGroup.Kind.valueOf("KIND_" + g.kind().name())).addAllGpus(g.gpus());
+            io.backplane.spi.config.RateLimiterConfig rl = g.rateLimiter();
+            if (rl != null) {
+                io.backplane.protocol.inference.ModelRateLimiter.Builder r = io.backplane.protocol.inference.ModelRateLimiter.newBuilder()
+                        .setPriority(rl.priority());
+                for (io.backplane.spi.config.RateLimiterConfig.Resource res : rl.resources()) {
+                    r.addResources(io.backplane.protocol.inference.ModelRateLimiter.Resource.newBuilder().setName(res.name()).setGlobal(res.global())
+                            .setCount(res.count()));
+                }
+                ig.setRateLimiter(r);
+            }
+            b.addInstanceGroup(ig);
         }
         DynamicBatching db = c.dynamicBatching();
         if (db != null) {

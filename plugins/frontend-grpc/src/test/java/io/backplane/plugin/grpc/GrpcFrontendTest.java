@@ -73,7 +73,7 @@ class GrpcFrontendTest {
         host = BackplaneHost.builder().backend(backend).modelControlMode(ModelControlMode.EXPLICIT).unloadTimeout(Duration.ofSeconds(5))
                 .model(TestBackend.identity("identity", DataType.FP32))
                 .model(TestBackend.allTypes("all_types"))
-                .model(TestBackend.repeat("repeat"))
+                .model(rateLimited(TestBackend.repeat("repeat")))
                 .model(TestBackend.slow("slow"))
                 .model(TestBackend.failing("fail"))
                 .model(TestBackend.identity("spare", DataType.INT32))
@@ -128,6 +128,13 @@ class GrpcFrontendTest {
         assertArrayEquals(new float[] {4f}, floats(r.getRawOutputContents(0)));
     }
 
+    /** {@code config} with one CPU instance whose group has a rate_limiter (the host's limiter is off: parsed, shown, ignored). */
+    private static io.backplane.spi.config.ModelConfig rateLimited(io.backplane.spi.config.ModelConfig config) {
+        return config.toBuilder().instanceGroups(java.util.List.of(io.backplane.spi.config.InstanceGroup.builder(config.name() + "_0")
+                .kind(io.backplane.spi.config.InstanceKind.CPU).rateLimiter(new io.backplane.spi.config.RateLimiterConfig(
+                        java.util.List.of(new io.backplane.spi.config.RateLimiterConfig.Resource("R1", true, 2)), 3)).build())).build();
+    }
+
     @Test
     void health_liveReadyAndServerMetadata() {
         assertTrue(client.serverLive(ServerLiveRequest.getDefaultInstance()).getLive());
@@ -152,6 +159,11 @@ class GrpcFrontendTest {
         assertEquals("repeat", cfg.getConfig().getName());
         assertTrue(cfg.getConfig().getModelTransactionPolicy().getDecoupled());
         assertEquals(io.backplane.protocol.inference.DataType.TYPE_INT64, cfg.getConfig().getInput(0).getDataType());
+        io.backplane.protocol.inference.ModelRateLimiter rl = cfg.getConfig().getInstanceGroup(0).getRateLimiter();
+        assertEquals(3, rl.getPriority());
+        assertEquals("R1", rl.getResources(0).getName());
+        assertTrue(rl.getResources(0).getGlobal());
+        assertEquals(2, rl.getResources(0).getCount());
         assertEquals(Status.Code.NOT_FOUND, code(() -> client.modelMetadata(ModelMetadataRequest.newBuilder().setName("nope").build())));
         assertEquals(Status.Code.NOT_FOUND, code(() -> client.modelConfig(ModelConfigRequest.newBuilder().setName("nope").build())));
         assertEquals(Status.Code.INVALID_ARGUMENT, code(() -> client.modelMetadata(ModelMetadataRequest.newBuilder().setName("identity").setVersion("x").build())));

@@ -60,6 +60,21 @@ final class ConfigJson {
                     g.writeNumber(gpu);
                 }
                 g.writeEndArray();
+                io.backplane.spi.config.RateLimiterConfig rl = ig.rateLimiter();
+                if (rl != null) {
+                    g.writeObjectFieldStart("rate_limiter");
+                    g.writeArrayFieldStart("resources");
+                    for (io.backplane.spi.config.RateLimiterConfig.Resource r : rl.resources()) {
+                        g.writeStartObject();
+                        g.writeStringField("name", r.name());
+                        g.writeBooleanField("global", r.global());
+                        g.writeNumberField("count", r.count());
+                        g.writeEndObject();
+                    }
+                    g.writeEndArray();
+                    g.writeNumberField("priority", rl.priority());
+                    g.writeEndObject();
+                }
                 g.writeEndObject();
             }
             g.writeEndArray();

@@ -48,7 +48,7 @@ class HttpFrontendTest {
                 .model(TestBackend.identity("identity", DataType.FP32))
                 .model(TestBackend.allTypes("all_types"))
                 .model(TestBackend.text("text", false))
-                .model(TestBackend.repeat("repeat"))
+                .model(rateLimited(TestBackend.repeat("repeat")))
                 .model(TestBackend.slow("slow"))
                 .model(TestBackend.failing("fail"))
                 .model(TestBackend.identity("spare", DataType.INT32))
@@ -96,6 +96,13 @@ class HttpFrontendTest {
                 "{\"inputs\":[{\"name\":\"IN0\",\"datatype\":\"FP32\",\"shape\":[2],\"data\":[1.5,2.5]}]}");
         assertEquals(200, r.statusCode(), r.body());
         assertEquals("[1.5,2.5]", json(r).get("outputs").get(0).get("data").toString());
+    }
+
+    /** {@code config} with one CPU instance whose group has a rate_limiter (the host's limiter is off: parsed, shown, ignored). */
+    private static io.backplane.spi.config.ModelConfig rateLimited(io.backplane.spi.config.ModelConfig config) {
+        return config.toBuilder().instanceGroups(java.util.List.of(io.backplane.spi.config.InstanceGroup.builder(config.name() + "_0")
+                .kind(io.backplane.spi.config.InstanceKind.CPU).rateLimiter(new io.backplane.spi.config.RateLimiterConfig(
+                        java.util.List.of(new io.backplane.spi.config.RateLimiterConfig.Resource("R1", true, 2)), 3)).build())).build();
     }
 
     @Test
@@ -208,6 +215,8 @@ class HttpFrontendTest {
         assertEquals("TYPE_INT64", c.get("input").get(0).get("data_type").asText());
         assertEquals("[\"1\"]", c.get("input").get(0).get("dims").toString());
         assertTrue(c.get("model_transaction_policy").get("decoupled").asBoolean());
+        assertEquals("{\"resources\":[{\"name\":\"R1\",\"global\":true,\"count\":2}],\"priority\":3}",
+                c.get("instance_group").get(0).get("rate_limiter").toString(), "Triton's rate_limiter, as configured");
     }
 
     @Test
