@@ -39,7 +39,8 @@ import org.slf4j.LoggerFactory;
  * non-blocking look at the batcher. Grants go in order of {@code executions × priority}, then of
  * staging; a waiter that does not fit blocks the resources it lists for every waiter after it (so a
  * large claim is not starved by small ones), but not the other resources (an instance waiting on
- * device 0 does not hold back one on device 1; Triton's single staging queue would).
+ * device 0 does not hold back one on device 1; Triton's single staging queue would). An instance
+ * registered late starts with the execution count of the least-served one, not at 0.
  *
  * <p>A worker waiting for resources holds a batch that left the queue: it ends requests cancelled
  * meanwhile with CANCELLED, gives up when every request of the batch ended (an unload's deadline
@@ -169,6 +170,10 @@ public final class RateLimiter {
                 }
             }
             Gate g = new Gate(who, needs, config.effectivePriority());
+            // a late instance starts level with the least-served one instead of at 0, which would let it take every turn
+            // until its count caught up with instances that served for hours (Triton starts every count at 0)
+            long least = members.stream().mapToLong(m -> m.executions * m.priority).min().orElse(0);
+            g.executions = (least + g.priority - 1) / g.priority;
             members.add(g);
             recompute();
             log.debug("rate limiter: {} needs {} (priority {}); pools now {}", who, needs, g.priority, capacity);

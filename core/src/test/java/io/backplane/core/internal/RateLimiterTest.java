@@ -185,6 +185,28 @@ class RateLimiterTest {
         assertEquals("ababab", order.toString());
     }
 
+    /** An instance loaded late starts level with the least-served one: it does not take every turn until its count catches up. */
+    @Test
+    void lateInstance_startsLevel_doesNotMonopolize() {
+        RateLimiter l = on();
+        RateLimiter.Gate old = register(l, "old", 0, needs(1, global("R", 1)));
+        old.executed(true);
+        for (int i = 0; i < 1_000; i++) {
+            old.executed(true); // alone: it runs 1000 times
+        }
+        RateLimiter.Gate late = register(l, "late", 0, needs(1, global("R", 1)));
+        late.executed(true); // waits behind old
+        StringBuilder order = new StringBuilder();
+        for (int i = 0; i < 6; i++) {
+            RateLimiter.Gate running = old.granted() ? old : late;
+            order.append(running == old ? 'o' : 'l');
+            running.executed(true);
+        }
+        assertEquals("ololol", order.toString());
+        old.close();
+        late.close();
+    }
+
     /** A large claim that does not fit blocks its resource for later waiters (it is not starved), but not other resources. */
     @Test
     void blockedWaiter_keepsItsResource_notOthers() {
