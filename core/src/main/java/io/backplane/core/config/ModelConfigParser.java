@@ -500,10 +500,10 @@ public final class ModelConfigParser {
             ModelRateLimiter.Resource res = r.getResources(i);
             String p = path + ".resources[" + i + "]";
             int count = smallInt(Integer.toUnsignedLong(res.getCount()), p + ".count", at);
-            resources.add(construct(() -> new RateLimiterConfig.Resource(res.getName(), res.getGlobal(), count), at.at(p), "rate_limiter.resources"));
+            resources.add(construct(() -> RateLimiterConfig.Resource.of(res.getName(), res.getGlobal(), count), at.at(p), "rate_limiter.resources"));
         }
         int priority = smallInt(Integer.toUnsignedLong(r.getPriority()), path + ".priority", at);
-        return construct(() -> new RateLimiterConfig(resources, priority), at.at(path), "instance_group.rate_limiter");
+        return construct(() -> RateLimiterConfig.of(resources, priority), at.at(path), "instance_group.rate_limiter");
     }
 
     private static DynamicBatching dynamicBatching(ModelDynamicBatching d, SourcePositions at) {

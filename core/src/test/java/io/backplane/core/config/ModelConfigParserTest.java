@@ -361,8 +361,8 @@ class ModelConfigParserTest {
                 ]
                 """, "m/config.pbtxt", "m");
         io.backplane.spi.config.RateLimiterConfig r = c.instanceGroups().get(0).rateLimiter();
-        assertEquals(new io.backplane.spi.config.RateLimiterConfig(List.of(new io.backplane.spi.config.RateLimiterConfig.Resource("R1", false, 4),
-                new io.backplane.spi.config.RateLimiterConfig.Resource("R2", true, 2)), 2), r);
+        assertEquals(io.backplane.spi.config.RateLimiterConfig.of(List.of(io.backplane.spi.config.RateLimiterConfig.Resource.of("R1", false, 4),
+                io.backplane.spi.config.RateLimiterConfig.Resource.of("R2", true, 2)), 2), r);
         assertNull(c.instanceGroups().get(1).rateLimiter(), "a group without rate_limiter has none");
         assertEquals(1, ModelConfigParser.parse("name: \"m\"\nbackend: \"python\"\ninstance_group [ { rate_limiter { } } ]\n", "m/config.pbtxt", "m")
                 .instanceGroups().get(0).rateLimiter().effectivePriority(), "priority 0 or unset counts as 1");

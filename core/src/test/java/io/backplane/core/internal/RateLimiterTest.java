@@ -25,15 +25,15 @@ class RateLimiterTest {
     }
 
     private static RateLimiterConfig needs(int priority, Resource... resources) {
-        return new RateLimiterConfig(List.of(resources), priority);
+        return RateLimiterConfig.of(List.of(resources), priority);
     }
 
     private static Resource r(String name, int count) {
-        return new Resource(name, false, count);
+        return Resource.of(name, false, count);
     }
 
     private static Resource global(String name, int count) {
-        return new Resource(name, true, count);
+        return Resource.of(name, true, count);
     }
 
     private static RateLimiter.Gate register(RateLimiter l, String instance, int device, RateLimiterConfig c) {

@@ -80,7 +80,7 @@ class RateLimiterHostTest {
 
     private static ModelConfig limitedOn(String name, int instances, InstanceKind kind, List<Integer> gpus, int priority, Resource... resources) {
         return model(name, false).toBuilder().instanceGroups(List.of(InstanceGroup.builder(name + "_group").count(instances).kind(kind).gpus(gpus)
-                .rateLimiter(new RateLimiterConfig(List.of(resources), priority)).build())).build();
+                .rateLimiter(RateLimiterConfig.of(List.of(resources), priority)).build())).build();
     }
 
     /** Tracks how many executes of the scripted models run at once. */
@@ -137,8 +137,8 @@ class RateLimiterHostTest {
     void globalCountOne_twoModels_neverExecuteAtOnce() throws Exception {
         Concurrency c = new Concurrency();
         backend.on("a", c).on("b", c);
-        host = builder(RateLimitMode.EXECUTION_COUNT).model(limited("a", 2, 1, new Resource("R", true, 1)))
-                .model(limited("b", 2, 1, new Resource("R", true, 1))).loadModel("a").loadModel("b").build();
+        host = builder(RateLimitMode.EXECUTION_COUNT).model(limited("a", 2, 1, Resource.of("R", true, 1)))
+                .model(limited("b", 2, 1, Resource.of("R", true, 1))).loadModel("a").loadModel("b").build();
         load(List.of("a", "b"), 8, 150);
         assertEquals(1, c.max.get(), "executes at once with one copy of R");
         assertEquals(8 * 150, c.executions.get());
@@ -149,8 +149,8 @@ class RateLimiterHostTest {
     void perDeviceCountOne_cpuInstances_shareDeviceZero() throws Exception {
         Concurrency c = new Concurrency();
         backend.on("a", c).on("b", c);
-        host = builder(RateLimitMode.EXECUTION_COUNT).model(limited("a", 3, 1, new Resource("R", false, 1)))
-                .model(limited("b", 1, 1, new Resource("R", false, 1))).loadModel("a").loadModel("b").build();
+        host = builder(RateLimitMode.EXECUTION_COUNT).model(limited("a", 3, 1, Resource.of("R", false, 1)))
+                .model(limited("b", 1, 1, Resource.of("R", false, 1))).loadModel("a").loadModel("b").build();
         load(List.of("a", "b"), 6, 100);
         assertEquals(1, c.max.get());
     }
@@ -179,8 +179,8 @@ class RateLimiterHostTest {
         CountDownLatch both = new CountDownLatch(2);
         Concurrency c = new Concurrency();
         backend.on("a", meetThen(both, c)).on("b", meetThen(both, c)).on("z", c);
-        host = builder(RateLimitMode.EXECUTION_COUNT).rateLimitResource("R", 2).model(limited("a", 1, 1, new Resource("R", true, 1)))
-                .model(limited("b", 1, 1, new Resource("R", true, 1))).model(limited("z", 2, 1, new Resource("R", true, 1)))
+        host = builder(RateLimitMode.EXECUTION_COUNT).rateLimitResource("R", 2).model(limited("a", 1, 1, Resource.of("R", true, 1)))
+                .model(limited("b", 1, 1, Resource.of("R", true, 1))).model(limited("z", 2, 1, Resource.of("R", true, 1)))
                 .loadModel("a").loadModel("b").loadModel("z").build();
         bothAtOnce();
         load(List.of("a", "b", "z"), 8, 100);
@@ -191,8 +191,8 @@ class RateLimiterHostTest {
     void off_ignoresResources() throws Exception {
         CountDownLatch both = new CountDownLatch(2);
         backend.on("a", meetThen(both, ScriptedBackend.ECHO)).on("b", meetThen(both, ScriptedBackend.ECHO));
-        host = builder(RateLimitMode.OFF).rateLimitResource("R", 1).model(limited("a", 1, 1, new Resource("R", true, 1)))
-                .model(limited("b", 1, 1, new Resource("R", true, 1))).loadModel("a").loadModel("b").build();
+        host = builder(RateLimitMode.OFF).rateLimitResource("R", 1).model(limited("a", 1, 1, Resource.of("R", true, 1)))
+                .model(limited("b", 1, 1, Resource.of("R", true, 1))).loadModel("a").loadModel("b").build();
         bothAtOnce();
     }
 
@@ -201,8 +201,8 @@ class RateLimiterHostTest {
     void perDevice_differentGpus_runAtOnce() throws Exception {
         CountDownLatch both = new CountDownLatch(2);
         backend.on("a", meetThen(both, ScriptedBackend.ECHO)).on("b", meetThen(both, ScriptedBackend.ECHO));
-        host = builder(RateLimitMode.EXECUTION_COUNT).model(limitedOn("a", 1, InstanceKind.GPU, List.of(0), 1, new Resource("R", false, 1)))
-                .model(limitedOn("b", 1, InstanceKind.GPU, List.of(1), 1, new Resource("R", false, 1))).loadModel("a").loadModel("b").build();
+        host = builder(RateLimitMode.EXECUTION_COUNT).model(limitedOn("a", 1, InstanceKind.GPU, List.of(0), 1, Resource.of("R", false, 1)))
+                .model(limitedOn("b", 1, InstanceKind.GPU, List.of(1), 1, Resource.of("R", false, 1))).loadModel("a").loadModel("b").build();
         bothAtOnce();
     }
 
@@ -227,8 +227,8 @@ class RateLimiterHostTest {
             }
             c.execute(batch, inst);
         });
-        host = builder(RateLimitMode.EXECUTION_COUNT).model(limited("hi", 1, 1, new Resource("R", true, 1)))
-                .model(limited("lo", 1, 2, new Resource("R", true, 1))).loadModel("hi").loadModel("lo").build();
+        host = builder(RateLimitMode.EXECUTION_COUNT).model(limited("hi", 1, 1, Resource.of("R", true, 1)))
+                .model(limited("lo", 1, 2, Resource.of("R", true, 1))).loadModel("hi").loadModel("lo").build();
         CountDownLatch start = new CountDownLatch(1);
         List<Thread> clients = new ArrayList<>();
         AtomicInteger failures = new AtomicInteger();
@@ -266,8 +266,8 @@ class RateLimiterHostTest {
 
     @Test
     void explicitCountTooSmall_loadRefused_othersServe() throws Exception {
-        host = builder(RateLimitMode.EXECUTION_COUNT).rateLimitResource("R", 1).model(limited("big", 2, 1, new Resource("R", false, 2)))
-                .model(limited("ok", 1, 1, new Resource("R", false, 1))).loadModel("ok").build();
+        host = builder(RateLimitMode.EXECUTION_COUNT).rateLimitResource("R", 1).model(limited("big", 2, 1, Resource.of("R", false, 2)))
+                .model(limited("ok", 1, 1, Resource.of("R", false, 1))).loadModel("ok").build();
         BackplaneException e = assertThrows(BackplaneException.class, () -> host.load("big"));
         assertTrue(e.getMessage().contains("needs 2 of rate_limiter resource 'R' on device 0 but --rate-limit-resource gives 1"), e.getMessage());
         assertEquals(ErrorCode.INVALID_ARGUMENT, e.code(), e.getMessage());
@@ -276,8 +276,8 @@ class RateLimiterHostTest {
 
     @Test
     void globalAndPerDevice_loadRefused() {
-        host = builder(RateLimitMode.EXECUTION_COUNT).model(limited("g", 1, 1, new Resource("R", true, 1)))
-                .model(limited("d", 1, 1, new Resource("R", false, 1))).loadModel("g").build();
+        host = builder(RateLimitMode.EXECUTION_COUNT).model(limited("g", 1, 1, Resource.of("R", true, 1)))
+                .model(limited("d", 1, 1, Resource.of("R", false, 1))).loadModel("g").build();
         BackplaneException e = assertThrows(BackplaneException.class, () -> host.load("d"));
         assertTrue(e.getMessage().contains("'R' is per-device") && e.getMessage().contains("global in model 'g'"), e.getMessage());
     }
@@ -330,8 +330,8 @@ class RateLimiterHostTest {
     /** An unload whose requests wait for resources another model holds finishes (L7) and ends each of them once (L1). */
     @Test
     void unload_whileWaitingOnLimiter_finishes_everyRequestEndsOnce() throws Exception {
-        host = builder(RateLimitMode.EXECUTION_COUNT).unloadTimeout(Duration.ofMillis(300)).model(limited("holder", 1, 1, new Resource("R", true, 1)))
-                .model(limited("waiter", 1, 1, new Resource("R", true, 1))).loadModel("holder").loadModel("waiter").build();
+        host = builder(RateLimitMode.EXECUTION_COUNT).unloadTimeout(Duration.ofMillis(300)).model(limited("holder", 1, 1, Resource.of("R", true, 1)))
+                .model(limited("waiter", 1, 1, Resource.of("R", true, 1))).loadModel("holder").loadModel("waiter").build();
         CountDownLatch release = new CountDownLatch(1);
         AtomicInteger waiterExecutions = new AtomicInteger();
         CompletableFuture<InferenceResponse> held = holdResource(release, waiterExecutions);
@@ -359,8 +359,8 @@ class RateLimiterHostTest {
     /** A request cancelled while its batch waits for resources ends once, CANCELLED, and never reaches the model. */
     @Test
     void cancel_whileWaitingOnLimiter_endsOnceCancelled_neverExecutes() throws Exception {
-        host = builder(RateLimitMode.EXECUTION_COUNT).model(limited("holder", 1, 1, new Resource("R", true, 1)))
-                .model(limited("waiter", 1, 1, new Resource("R", true, 1))).loadModel("holder").loadModel("waiter").build();
+        host = builder(RateLimitMode.EXECUTION_COUNT).model(limited("holder", 1, 1, Resource.of("R", true, 1)))
+                .model(limited("waiter", 1, 1, Resource.of("R", true, 1))).loadModel("holder").loadModel("waiter").build();
         CountDownLatch release = new CountDownLatch(1);
         AtomicInteger waiterExecutions = new AtomicInteger();
         CompletableFuture<InferenceResponse> held = holdResource(release, waiterExecutions);
@@ -380,8 +380,8 @@ class RateLimiterHostTest {
     /** Closing the host while batches wait for resources ends everything (L10). */
     @Test
     void close_whileWaitingOnLimiter_endsEverything() throws Exception {
-        host = builder(RateLimitMode.EXECUTION_COUNT).unloadTimeout(Duration.ofMillis(300)).model(limited("holder", 1, 1, new Resource("R", true, 1)))
-                .model(limited("waiter", 2, 1, new Resource("R", true, 1))).loadModel("holder").loadModel("waiter").build();
+        host = builder(RateLimitMode.EXECUTION_COUNT).unloadTimeout(Duration.ofMillis(300)).model(limited("holder", 1, 1, Resource.of("R", true, 1)))
+                .model(limited("waiter", 2, 1, Resource.of("R", true, 1))).loadModel("holder").loadModel("waiter").build();
         CountDownLatch release = new CountDownLatch(1);
         CompletableFuture<InferenceResponse> held = holdResource(release, new AtomicInteger());
         List<CompletableFuture<InferenceResponse>> waiting = new ArrayList<>();

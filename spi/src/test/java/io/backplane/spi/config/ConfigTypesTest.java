@@ -18,7 +18,8 @@ class ConfigTypesTest {
     @Test
     void configTypes_haveNoPublicConstructors_soFieldsCanBeAdded() {
         for (Class<?> c : List.of(ModelConfig.class, TensorConfig.class, InstanceGroup.class, DynamicBatching.class, QueuePolicy.class,
-                ConfigNode.class, ModelConfig.Builder.class, TensorConfig.Builder.class)) {
+                ConfigNode.class, ModelConfig.Builder.class, TensorConfig.Builder.class, RateLimiterConfig.class, RateLimiterConfig.Resource.class,
+                RateLimiterConfig.Builder.class)) {
             assertTrue(Modifier.isFinal(c.getModifiers()), c + " is final");
             assertFalse(c.isRecord(), c + " is not a record");
             assertEquals(List.of(), Arrays.stream(c.getConstructors()).toList(), c + " has no public constructor");
@@ -65,6 +66,23 @@ class ConfigTypesTest {
         assertTrue(assertThrows(IllegalArgumentException.class, () -> QueuePolicy.builder().maxQueueSize(-1).build()).getMessage().contains("-1"));
         assertTrue(assertThrows(IllegalArgumentException.class, () -> DynamicBatching.builder().priorityLevels(2).defaultPriorityLevel(3).build())
                 .getMessage().contains("default_priority_level 3"));
+    }
+
+    @Test
+    void rateLimiter_roundTripsThroughGroupBuilders_badValuesNamed() {
+        RateLimiterConfig r = RateLimiterConfig.builder().resource(RateLimiterConfig.Resource.of("R1", false, 4))
+                .resource(RateLimiterConfig.Resource.of("R2", true, 2)).priority(2).build();
+        InstanceGroup g = InstanceGroup.builder("g").count(2).kind(InstanceKind.GPU).gpus(List.of(0, 1)).rateLimiter(r).build();
+        assertEquals(g, g.toBuilder().build());
+        assertEquals(r, g.rateLimiter());
+        assertEquals(r, r.toBuilder().build());
+        assertEquals(null, InstanceGroup.builder("g").build().rateLimiter(), "none by default");
+        assertEquals(1, RateLimiterConfig.builder().build().effectivePriority(), "priority 0 counts as 1");
+        assertTrue(assertThrows(IllegalArgumentException.class, () -> RateLimiterConfig.Resource.of(" ", false, 1)).getMessage().contains("empty"));
+        assertTrue(assertThrows(IllegalArgumentException.class, () -> RateLimiterConfig.Resource.of("R", false, -1)).getMessage().contains("-1"));
+        assertTrue(assertThrows(IllegalArgumentException.class, () -> RateLimiterConfig.builder().priority(-3).build()).getMessage().contains("-3"));
+        assertTrue(assertThrows(IllegalArgumentException.class, () -> RateLimiterConfig.of(List.of(RateLimiterConfig.Resource.of("R", false, 1),
+                RateLimiterConfig.Resource.of("R", true, 2)), 1)).getMessage().contains("'R' is listed twice"));
     }
 
     @Test

@@ -101,8 +101,8 @@ class HttpFrontendTest {
     /** {@code config} with one CPU instance whose group has a rate_limiter (the host's limiter is off: parsed, shown, ignored). */
     private static io.backplane.spi.config.ModelConfig rateLimited(io.backplane.spi.config.ModelConfig config) {
         return config.toBuilder().instanceGroups(java.util.List.of(io.backplane.spi.config.InstanceGroup.builder(config.name() + "_0")
-                .kind(io.backplane.spi.config.InstanceKind.CPU).rateLimiter(new io.backplane.spi.config.RateLimiterConfig(
-                        java.util.List.of(new io.backplane.spi.config.RateLimiterConfig.Resource("R1", true, 2)), 3)).build())).build();
+                .kind(io.backplane.spi.config.InstanceKind.CPU).rateLimiter(io.backplane.spi.config.RateLimiterConfig.of(
+                        java.util.List.of(io.backplane.spi.config.RateLimiterConfig.Resource.of("R1", true, 2)), 3)).build())).build();
     }
 
     @Test
