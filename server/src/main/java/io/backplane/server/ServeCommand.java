@@ -358,10 +358,7 @@ final class ServeCommand implements Callable<Integer> {
             throw new ParameterException(spec.commandLine(), "--own-warmup-ms " + ownWarmupMillis + " is over a minute; give 0 (off) to 60000");
         }
         builder.ownWarmup(Duration.ofMillis(ownWarmupMillis));
-        rateLimiter(builder);
-        if (!rateLimitResource.isEmpty() && RateLimitMode.parse(rateLimit) == RateLimitMode.OFF) {
-            log.warn("--rate-limit-resource is given but --rate-limit is off: the resources are ignored (give --rate-limit execution_count)");
-        }
+        rateLimiter(builder); // the host logs its rate limiter's mode and resources
         if (memoryBudgetBytes != null) {
             builder.memoryBudget(memoryBudgetBytes);
         }

@@ -118,6 +118,13 @@ public final class RateLimiter {
         for (ResourceLimit r : explicit) {
             explicitNames.add(r.name());
         }
+        if (on) {
+            log.info("rate limiter on (execution_count); resources given: {}", explicit.isEmpty() ? "none (each defaults to the most any instance asks)"
+                    : explicit.stream().map(r -> r.name() + ":" + r.count() + (r.device() == GLOBAL ? "" : ":" + r.device())).toList());
+        } else if (!explicit.isEmpty()) {
+            log.warn("rate-limit resources {} are given but the rate limiter is off: they are ignored; turn it on with --rate-limit execution_count"
+                    + " (embedded: rateLimit(RateLimitMode.EXECUTION_COUNT))", explicit.stream().map(ResourceLimit::name).toList());
+        }
     }
 
     /** Whether the limiter is on ({@code --rate-limit execution_count}). */

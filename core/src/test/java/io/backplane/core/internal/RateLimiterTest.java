@@ -146,6 +146,11 @@ class RateLimiterTest {
     /**
      * Priority 1 against priority 2 on one copy, both always waiting: the limiter chooses by
      * executions × priority, so priority 1 runs twice as often (Triton: "half the scheduling chances").
+     *
+     * <p>Regression: the first version returned the resources (granting them to the only other
+     * waiter) before it staged the instance that had just executed with work still queued, so the
+     * two always alternated, 150 against 150, whatever their priorities. Return and re-staging are
+     * now one step.
      */
     @Test
     void priority_twoAgainstOne_halfTheChances() {

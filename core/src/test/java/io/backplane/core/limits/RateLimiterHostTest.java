@@ -144,6 +144,55 @@ class RateLimiterHostTest {
         assertEquals(8 * 150, c.executions.get());
     }
 
+    /**
+     * Dynamic batching (batches of several requests, a queue delay): a worker staged as its last
+     * execute ended only takes a batch already formed, and drops its claim when there is none; still
+     * one execute at a time, every answer its caller's own.
+     */
+    @Test
+    void dynamicBatching_countOne_neverTogether_everyAnswerOwn() throws Exception {
+        Concurrency c = new Concurrency();
+        backend.on("a", c).on("b", c);
+        host = builder(RateLimitMode.EXECUTION_COUNT).model(batching(limited("a", 2, 1, Resource.of("R", true, 1))))
+                .model(batching(limited("b", 2, 2, Resource.of("R", true, 1)))).loadModel("a").loadModel("b").build();
+        CountDownLatch start = new CountDownLatch(1);
+        List<CompletableFuture<Void>> clients = new ArrayList<>();
+        AtomicLong tags = new AtomicLong();
+        for (int t = 0; t < 8; t++) {
+            String m = t % 2 == 0 ? "a" : "b";
+            clients.add(CompletableFuture.runAsync(() -> {
+                try {
+                    start.await();
+                    for (int i = 0; i < 100; i++) {
+                        List<CompletableFuture<InferenceResponse>> burst = new ArrayList<>();
+                        List<Long> sent = new ArrayList<>();
+                        for (int k = 0; k < 1 + ThreadLocalRandom.current().nextInt(4); k++) {
+                            long tag = tags.incrementAndGet();
+                            sent.add(tag);
+                            burst.add(host.infer(io.backplane.spi.InferenceRequest.builder(m)
+                                    .input(io.backplane.spi.Tensor.ofLongs("IN", new long[] {1, 1}, tag)).build()));
+                        }
+                        for (int k = 0; k < burst.size(); k++) {
+                            assertEquals(sent.get(k), tagOf(burst.get(k).get(30, TimeUnit.SECONDS)));
+                        }
+                    }
+                } catch (Exception e) {
+                    throw new AssertionError(e);
+                }
+            }, runnable -> Thread.ofPlatform().start(runnable)));
+        }
+        start.countDown();
+        for (CompletableFuture<Void> f : clients) {
+            f.get(60, TimeUnit.SECONDS);
+        }
+        assertEquals(1, c.max.get(), "executes at once with one copy of R");
+    }
+
+    private static ModelConfig batching(ModelConfig c) {
+        return c.toBuilder().maxBatchSize(8).dynamicBatching(io.backplane.spi.config.DynamicBatching.builder().maxQueueDelayMicros(200).build())
+                .build();
+    }
+
     /** Per-device resources of CPU instances share device 0's pool, as in Triton. */
     @Test
     void perDeviceCountOne_cpuInstances_shareDeviceZero() throws Exception {
