@@ -9,6 +9,7 @@ import io.backplane.protocol.inference.ModelInstanceGroup;
 import io.backplane.protocol.inference.ModelOutput;
 import io.backplane.protocol.inference.ModelParameter;
 import io.backplane.protocol.inference.ModelQueuePolicy;
+import io.backplane.protocol.inference.ModelRateLimiter;
 import io.backplane.protocol.inference.ModelTensorReshape;
 import io.backplane.protocol.inference.ModelTransactionPolicy;
 import io.backplane.protocol.inference.ModelVersionPolicy;
@@ -16,6 +17,7 @@ import io.backplane.spi.config.DynamicBatching;
 import io.backplane.spi.config.EnsembleScheduling;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.QueuePolicy;
+import io.backplane.spi.config.RateLimiterConfig;
 import io.backplane.spi.config.TensorConfig;
 import io.backplane.spi.config.VersionPolicy;
 import java.util.List;
@@ -62,12 +64,12 @@ final class ConfigProtos {
         for (InstanceGroup g : c.instanceGroups()) {
             ModelInstanceGroup.Builder ig = ModelInstanceGroup.newBuilder().setName(g.name()).setCount(g.count())
                     .setKind(ModelInstanceGroup.Kind.valueOf("KIND_" + g.kind().name())).addAllGpus(g.gpus());
-            io.backplane.spi.config.RateLimiterConfig rl = g.rateLimiter();
+            RateLimiterConfig rl = g.rateLimiter();
             if (rl != null) {
-                io.backplane.protocol.inference.ModelRateLimiter.Builder r = io.backplane.protocol.inference.ModelRateLimiter.newBuilder()
+                ModelRateLimiter.Builder r = ModelRateLimiter.newBuilder()
                         .setPriority(rl.priority());
-                for (io.backplane.spi.config.RateLimiterConfig.Resource res : rl.resources()) {
-                    r.addResources(io.backplane.protocol.inference.ModelRateLimiter.Resource.newBuilder().setName(res.name()).setGlobal(res.global())
+                for (RateLimiterConfig.Resource res : rl.resources()) {
+                    r.addResources(ModelRateLimiter.Resource.newBuilder().setName(res.name()).setGlobal(res.global())
                             .setCount(res.count()));
                 }
                 ig.setRateLimiter(r);

@@ -6,6 +6,7 @@ import io.backplane.spi.config.EnsembleScheduling;
 import io.backplane.spi.config.InstanceGroup;
 import io.backplane.spi.config.ModelConfig;
 import io.backplane.spi.config.QueuePolicy;
+import io.backplane.spi.config.RateLimiterConfig;
 import io.backplane.spi.config.TensorConfig;
 import io.backplane.spi.config.VersionPolicy;
 import io.netty.buffer.ByteBuf;
@@ -60,11 +61,11 @@ final class ConfigJson {
                     g.writeNumber(gpu);
                 }
                 g.writeEndArray();
-                io.backplane.spi.config.RateLimiterConfig rl = ig.rateLimiter();
+                RateLimiterConfig rl = ig.rateLimiter();
                 if (rl != null) {
                     g.writeObjectFieldStart("rate_limiter");
                     g.writeArrayFieldStart("resources");
-                    for (io.backplane.spi.config.RateLimiterConfig.Resource r : rl.resources()) {
+                    for (RateLimiterConfig.Resource r : rl.resources()) {
                         g.writeStartObject();
                         g.writeStringField("name", r.name());
                         g.writeBooleanField("global", r.global());
