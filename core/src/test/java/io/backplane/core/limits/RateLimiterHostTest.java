@@ -28,9 +28,7 @@ import io.backplane.spi.host.ResponseObserver;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ThreadLocalRandom;
@@ -50,8 +48,8 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(120)
 class RateLimiterHostTest {
     private final ScriptedBackend backend = new ScriptedBackend();
-    /** Requests per model that left the queue (dispatched to a worker, then possibly waiting on the limiter). */
-    private final Map<String, AtomicInteger> dispatched = new ConcurrentHashMap<>();
+    /** Counted down each time a request of "waiter" leaves the queue (dispatched to a worker, then waiting on the limiter). */
+    private final CountDownLatch waiterDispatched = new CountDownLatch(1);
     private BackplaneHost host;
 
     @AfterEach
@@ -69,7 +67,9 @@ class RateLimiterHostTest {
                 .rateLimit(mode).listener(new HostListener() {
                     @Override
                     public void requestLeftQueue(String model, long version) {
-                        dispatched.computeIfAbsent(model, m -> new AtomicInteger()).incrementAndGet();
+                        if (model.equals("waiter")) {
+                            waiterDispatched.countDown();
+                        }
                     }
                 });
     }
@@ -265,14 +265,17 @@ class RateLimiterHostTest {
         AtomicLong hi = new AtomicLong();
         AtomicLong lo = new AtomicLong();
         AtomicBoolean stop = new AtomicBoolean();
+        CountDownLatch enough = new CountDownLatch(1_500);
         backend.on("hi", (batch, inst) -> {
             if (!stop.get()) {
                 hi.incrementAndGet();
+                enough.countDown();
             }
             c.execute(batch, inst);
         }).on("lo", (batch, inst) -> {
             if (!stop.get()) {
                 lo.incrementAndGet();
+                enough.countDown();
             }
             c.execute(batch, inst);
         });
@@ -300,10 +303,7 @@ class RateLimiterHostTest {
             }
         }
         start.countDown();
-        while (hi.get() + lo.get() < 1_500) {
-            Thread.onSpinWait();
-            Thread.yield();
-        }
+        assertTrue(enough.await(60, TimeUnit.SECONDS), "1500 executions");
         stop.set(true);
         for (Thread t : clients) {
             t.join();
@@ -369,11 +369,9 @@ class RateLimiterHostTest {
         return held;
     }
 
-    private void awaitDispatched(String model, int n) {
-        while (dispatched.computeIfAbsent(model, m -> new AtomicInteger()).get() < n) {
-            Thread.onSpinWait();
-            Thread.yield();
-        }
+    /** Waits until a batch of "waiter" left its queue: it now waits on the limiter, as "holder" holds R. */
+    private void awaitWaiterDispatched() throws InterruptedException {
+        assertTrue(waiterDispatched.await(30, TimeUnit.SECONDS), "a request of 'waiter' was dispatched");
     }
 
     /** An unload whose requests wait for resources another model holds finishes (L7) and ends each of them once (L1). */
@@ -390,7 +388,7 @@ class RateLimiterHostTest {
             host.stream(request("waiter", i), e);
             waiting.add(e);
         }
-        awaitDispatched("waiter", 1); // one batch waits on the limiter, the rest is queued
+        awaitWaiterDispatched(); // one batch waits on the limiter, the rest is queued
         host.unload("waiter");
         for (Ends e : waiting) {
             BackplaneException error = e.error.get(30, TimeUnit.SECONDS);
@@ -415,7 +413,7 @@ class RateLimiterHostTest {
         CompletableFuture<InferenceResponse> held = holdResource(release, waiterExecutions);
         Ends e = new Ends();
         RequestHandle handle = host.stream(request("waiter", 1), e);
-        awaitDispatched("waiter", 1);
+        awaitWaiterDispatched();
         assertTrue(handle.cancel());
         BackplaneException error = e.error.get(30, TimeUnit.SECONDS);
         assertEquals(ErrorCode.CANCELLED, error.code(), error.getMessage());
@@ -437,7 +435,7 @@ class RateLimiterHostTest {
         for (int i = 0; i < 6; i++) {
             waiting.add(host.infer(request("waiter", i)));
         }
-        awaitDispatched("waiter", 2);
+        awaitWaiterDispatched();
         Thread closer = Thread.ofPlatform().start(host::close);
         for (CompletableFuture<InferenceResponse> f : waiting) {
             ExecutionException x = assertThrows(ExecutionException.class, () -> f.get(30, TimeUnit.SECONDS));
