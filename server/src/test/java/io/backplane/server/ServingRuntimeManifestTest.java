@@ -182,6 +182,144 @@ class ServingRuntimeManifestTest {
                 what + ": expected a problem containing <" + expected + ">, got:\n  " + String.join("\n  ", problems));
     }
 
+    /**
+     * The Deployment the Kubernetes docs give (a {@code kubectl apply -f - <<'YAML'} block of
+     * docs/deploy.md or, before the merge, docs/deploy-kubernetes.md): its container is a valid
+     * Kubernetes Container, its args are real serve options, and its ports, probes, Prometheus
+     * annotations and grace period agree with them.
+     */
+    @Test
+    void docsDeployment_conformsToKubernetesAndServe() throws IOException {
+        List<JsonNode> deployments = new ArrayList<>();
+        for (String doc : List.of("docs/deploy.md", "docs/deploy-kubernetes.md")) {
+            Path file = REPO.resolve(doc);
+            if (Files.isRegularFile(file)) {
+                for (JsonNode d : heredocYaml(Files.readString(file, StandardCharsets.UTF_8))) {
+                    if ("Deployment".equals(d.path("kind").asText())) {
+                        deployments.add(d);
+                    }
+                }
+            }
+        }
+        assertTrue(!deployments.isEmpty(), "no Deployment in a kubectl apply block of docs/deploy.md or docs/deploy-kubernetes.md");
+        List<String> problems = new ArrayList<>();
+        for (JsonNode d : deployments) {
+            problems.addAll(deploymentProblems(d));
+        }
+        assertTrue(problems.isEmpty(), "the docs' Deployment:\n  " + String.join("\n  ", problems));
+    }
+
+    @Test
+    void docsDeployment_brokenCopy_isRefused() throws IOException {
+        Path file = REPO.resolve("docs/deploy-kubernetes.md");
+        Path merged = REPO.resolve("docs/deploy.md");
+        if (Files.isRegularFile(merged) && Files.readString(merged, StandardCharsets.UTF_8).contains("kind: Deployment")) {
+            file = merged;
+        }
+        String text = Files.readString(file, StandardCharsets.UTF_8);
+        Map<String, String[]> cases = new LinkedHashMap<>();
+        cases.put("a grace period the drain does not fit", new String[] {"terminationGracePeriodSeconds: 40     # >= preStop", "terminationGracePeriodSeconds: 30     # >= preStop",
+                "terminationGracePeriodSeconds 30 is less than preStop 5 s + --exit-timeout-secs 30 + 5 s"});
+        cases.put("a probe on a port name no port has", new String[] {"httpGet: {path: /v2/health/ready, port: http}",
+                "httpGet: {path: /v2/health/ready, port: web}", "readinessProbe probes port web, where the http frontend does not listen"});
+        cases.put("an unknown serve option", new String[] {"--exit-timeout-secs=30]", "--exit-timeout=30]", "Unknown option: '--exit-timeout=30'"});
+        cases.put("an unknown container field", new String[] {"          volumeMounts:", "          volumeMount:", "volumeMount: unknown field"});
+        cases.put("metrics annotation elsewhere", new String[] {"prometheus.io/port: \"8002\"\n        prometheus.io/path",
+                "prometheus.io/port: \"9090\"\n        prometheus.io/path", "prometheus.io/port is 9090 but the metrics frontend listens on 8002"});
+        for (Map.Entry<String, String[]> c : cases.entrySet()) {
+            String[] v = c.getValue();
+            assertTrue(text.contains(v[0]), file + " no longer contains <" + v[0] + ">: update this case (" + c.getKey() + ")");
+            List<String> problems = new ArrayList<>();
+            for (JsonNode d : heredocYaml(text.replaceFirst(Pattern.quote(v[0]), Matcher.quoteReplacement(v[1])))) {
+                if ("Deployment".equals(d.path("kind").asText())) {
+                    problems.addAll(deploymentProblems(d));
+                }
+            }
+            assertTrue(problems.stream().anyMatch(p -> p.contains(v[2])), c.getKey() + ": expected <" + v[2] + "> in\n  " + String.join("\n  ", problems));
+        }
+    }
+
+    /** The YAML documents of every {@code <<'YAML'} here-document in a Markdown text. */
+    private static List<JsonNode> heredocYaml(String markdown) throws IOException {
+        List<JsonNode> out = new ArrayList<>();
+        StringBuilder block = null;
+        for (String line : markdown.split("\n", -1)) {
+            if (block == null) {
+                if (line.contains("<<'YAML'")) {
+                    block = new StringBuilder();
+                }
+            } else if (line.strip().equals("YAML")) {
+                try (var it = YAML.readerFor(JsonNode.class).<JsonNode>readValues(block.toString())) {
+                    while (it.hasNext()) {
+                        out.add(it.next());
+                    }
+                }
+                block = null;
+            } else {
+                block.append(line).append('\n');
+            }
+        }
+        return out;
+    }
+
+    private List<String> deploymentProblems(JsonNode d) {
+        List<String> out = new ArrayList<>();
+        JsonNode pod = d.path("spec").path("template");
+        JsonNode containers = pod.path("spec").path("containers");
+        if (containers.size() != 1) {
+            out.add("the docs' Deployment has " + containers.size() + " containers; this check reads one");
+            return out;
+        }
+        JsonNode c = containers.get(0);
+        String at = "Deployment " + d.path("metadata").path("name").asText() + ".containers[0]";
+        KubeSchema.violations(c, KubeSchema.CONTAINER).forEach(v -> out.add(at + "." + v));
+        if (!out.isEmpty()) {
+            return out;
+        }
+        probeHandlerRules(c, at, out);
+        ServeCommand serve;
+        List<String> args = args(c);
+        try {
+            if (args.isEmpty() || !"serve".equals(args.get(0))) {
+                out.add(at + ".args: the args start with 'serve'");
+                return out;
+            }
+            serve = parseServe(args, out);
+        } catch (CommandLine.ParameterException e) {
+            out.add(at + ".args: backplane serve refuses them: " + e.getMessage());
+            return out;
+        }
+        Map<String, Integer> ports = new LinkedHashMap<>();
+        ports.put("http", serve.allowHttp ? serve.httpPort : -1);
+        ports.put("grpc", serve.allowGrpc ? serve.grpcPort : -1);
+        ports.put("metrics", serve.allowMetrics ? serve.metricsPort : -1);
+        ports.put("openai", serve.allowOpenai ? serve.openaiPort : -1);
+        Set<Integer> listening = new HashSet<>(ports.values());
+        for (JsonNode p : c.path("ports")) {
+            if (!listening.contains(p.path("containerPort").intValue())) {
+                out.add(at + ".ports: " + p.path("containerPort").intValue() + " is no port serve listens on " + ports);
+            }
+        }
+        probe(c, "startupProbe", "/v2/health/live", ports, at, out);
+        probe(c, "livenessProbe", "/v2/health/live", ports, at, out);
+        probe(c, "readinessProbe", "/v2/health/ready", ports, at, out);
+        if (c.has("livenessProbe") && !c.has("startupProbe")) {
+            out.add(at + ": a livenessProbe without a startupProbe");
+        }
+        JsonNode annotations = pod.path("metadata").path("annotations");
+        if (annotations.has("prometheus.io/port") && !annotations.get("prometheus.io/port").asText().equals(String.valueOf(ports.get("metrics")))) {
+            out.add("the pod's prometheus.io/port is " + annotations.get("prometheus.io/port").asText() + " but the metrics frontend listens on "
+                    + ports.get("metrics"));
+        }
+        int grace = pod.path("spec").path("terminationGracePeriodSeconds").asInt(DEFAULT_GRACE_SECONDS);
+        int pause = c.path("lifecycle").path("preStop").path("sleep").path("seconds").asInt(0);
+        if (grace < pause + serve.exitTimeoutSecs + GRACE_MARGIN_SECONDS) {
+            out.add("terminationGracePeriodSeconds " + grace + " is less than preStop " + pause + " s + --exit-timeout-secs " + serve.exitTimeoutSecs
+                    + " + " + GRACE_MARGIN_SECONDS + " s");
+        }
+        return out;
+    }
+
     // ---- the check ----
 
     /** Every problem of a ServingRuntime manifest, each naming where it is and what is wrong; empty when the manifest is fine. */
@@ -233,6 +371,10 @@ class ServingRuntimeManifestTest {
                         + " set it on the InferenceService's predictor in RawDeployment mode instead");
             }
         }
+        probeHandlerRules(c, at, out);
+    }
+
+    private static void probeHandlerRules(JsonNode c, String at, List<String> out) {
         for (String probe : List.of("startupProbe", "livenessProbe", "readinessProbe")) {
             if (c.has(probe)) {
                 List<String> handlers = new ArrayList<>();
