@@ -445,10 +445,49 @@ final class InstanceSlot {
 
     /** Closes the current incarnation, if any, within {@code limit}. Idempotent. */
     void closeInstance(Duration limit) {
-        ModelInstance i = instance;
-        instance = null;
+        ModelInstance i;
+        synchronized (this) { // a retirement and an unload racing close it once
+            i = instance;
+            instance = null;
+        }
         if (i != null) {
             Bounded.run("instance-close-" + name, limit, i::close);
+        }
+    }
+
+    // ---- instance counts changed at run time (ModelVersion.resize) ----
+
+    /** Whether {@link #start} succeeded: its worker runs (or ran). */
+    boolean isStarted() {
+        return worker != null;
+    }
+
+    /** Whether the instance is executing now (its worker, or a caller running inline): the autoscaler's sample. */
+    boolean isBusy() {
+        return busy.get();
+    }
+
+    /**
+     * Retires this slot when its model's instance count is lowered while it serves: the worker
+     * takes no new batch, finishes the one it runs (its senders released on FINAL as always), and
+     * leaves; a caller running inline on it finishes too; then the instance is closed within
+     * {@code limit}, as at unload. Called once, by the one thread that owns the retirement.
+     */
+    void retire(Duration limit) {
+        stop();
+        join(limit);
+        // a caller running inline finishes first; tryRunInline and tryHelp see !running from now on
+        long deadline = System.nanoTime() + limit.toNanos();
+        boolean claimed;
+        while (!(claimed = busy.compareAndSet(false, true)) && System.nanoTime() - deadline < 0) {
+            java.util.concurrent.locks.LockSupport.parkNanos(20_000);
+        }
+        try {
+            closeInstance(limit); // as at unload, also past the deadline
+        } finally {
+            if (claimed) {
+                busy.set(false);
+            }
         }
     }
 

@@ -175,6 +175,12 @@ public final class ModelRegistry {
                         throw BackplaneException.invalid("model '" + name + "' has no version folder to serve in " + def.directory()
                                 + "; add a numeric folder such as " + def.directory().resolve("1"));
                     }
+                    if (created == null && !override.isEmpty() && resizeInPlace(e, def, config)) {
+                        e.fingerprint = def.fingerprint();
+                        e.lastError = "";
+                        e.explicit |= explicit;
+                        return;
+                    }
                     for (long v : def.versions()) {
                         loaded.add(ModelVersion.load(name, v, config, def.directory(), def.files(), backend, bctx, batcher, host,
                                 plugins.capabilities(backendName)));
@@ -228,6 +234,28 @@ public final class ModelRegistry {
             e.loading = false;
             e.lock.unlock();
         }
+    }
+
+    /**
+     * A load whose config override differs from what the serving versions run only in instance
+     * counts changes their instances in place ({@link ModelVersion#resize}): same versions, same
+     * folder, nothing reloaded. Returns false (nothing done) when it does not apply; then the load
+     * goes on as a reload. A failure of the change is thrown; the versions serve on.
+     */
+    private boolean resizeInPlace(Entry e, ModelSource.Definition def, ModelConfig config) {
+        NavigableMap<Long, ModelVersion> serving = e.versions;
+        if (serving.isEmpty() || e.overrideFolder != null || !serving.keySet().equals(new java.util.TreeSet<>(def.versions()))) {
+            return false;
+        }
+        for (ModelVersion v : serving.values()) {
+            if (!v.resizableTo(config) || !v.modelDirectory().map(def.directory()::equals).orElse(false)) {
+                return false;
+            }
+        }
+        for (ModelVersion v : serving.values()) {
+            v.resize(config);
+        }
+        return true;
     }
 
     /** Cancels a load of {@code e} in progress (O2: an unload never waits out a long load): interrupts its thread. */
