@@ -226,6 +226,7 @@ final class ModelVersion {
         }
         log.info("loaded model '{}' version {} ({} instance(s), backend '{}', batcher '{}')", name, version, v.instances.size(),
                 backendContext.backendName(), batcherFactory.name());
+        host.listener().instancesChanged(name, version, v.instances.size());
         v.startAutoscaler();
         return v;
     }
@@ -609,6 +610,7 @@ final class ModelVersion {
         }
         if (Thread.currentThread().isInterrupted()) { // an unload waits for this change: what started is in its hands now
             current = countsOf(next);
+            host.listener().instancesChanged(name, version(), instances.size());
             throw new BackplaneException(ErrorCode.CANCELLED, "the instance change of model '" + name + "' version " + version()
                     + " was cancelled (the model is unloading or the host is stopping)");
         }
@@ -631,6 +633,7 @@ final class ModelVersion {
             }
         }
         current = countsOf(next);
+        host.listener().instancesChanged(name, version(), instances.size());
         log.info("model '{}' version {}: {} instance(s) now", name, version(), instances.size());
         if (!failures.isEmpty()) {
             Throwable first = failures.getFirst();
@@ -882,6 +885,9 @@ final class ModelVersion {
         releaseInstances();
         admission.closed();
         unavailableReason = "unloaded";
+        if (ensemble == null) {
+            host.listener().instancesChanged(name, version, 0);
+        }
         host.listener().versionUnloaded(name, version);
         log.info("unloaded model '{}' version {}", name, version);
     }

@@ -44,10 +44,13 @@ final class Placement {
         return List.copyOf(out);
     }
 
-    /** The fields of a config's raw tree that its typed accessors hold: compared through those, not as written. */
+    /**
+     * The fields of a config's raw tree that its typed accessors hold, or whose effect is compared
+     * apart: compared through those, not as written.
+     */
     private static final java.util.Set<String> TYPED = java.util.Set.of("name", "platform", "backend", "max_batch_size", "input", "output",
             "instance_group", "dynamic_batching", "sequence_batching", "version_policy", "model_transaction_policy", "parameters",
-            "default_model_filename");
+            "default_model_filename", "response_cache");
 
     /**
      * Whether {@code next} differs from {@code serving} only in the {@code count} of its instance
@@ -71,7 +74,22 @@ final class Placement {
         }
         return counts && serving.toBuilder().instanceGroups(b).raw(io.backplane.spi.config.ConfigNode.EMPTY).build()
                 .equals(next.toBuilder().raw(io.backplane.spi.config.ConfigNode.EMPTY).build())
-                && untyped(serving.raw()).equals(untyped(next.raw()));
+                && untyped(serving.raw()).equals(untyped(next.raw()))
+                && ResponseCache.enabledFor(serving) == ResponseCache.enabledFor(next) // the config endpoint writes it, off or on
+                && tensorExtras(serving.raw()).equals(tensorExtras(next.raw()));
+    }
+
+    /** What the typed tensors do not hold: each input's {@code format} and each output's {@code label_filename}, defaults filled in. */
+    private static List<String> tensorExtras(io.backplane.spi.config.ConfigNode raw) {
+        List<String> out = new ArrayList<>();
+        for (var t : raw.sections("input")) {
+            out.add("in " + t.value("name").orElse("") + " " + t.value("format").orElse("FORMAT_NONE"));
+        }
+        for (var t : raw.sections("output")) {
+            out.add("out " + t.value("name").orElse("") + " " + t.value("label_filename").orElse(""));
+        }
+        out.sort(null);
+        return out;
     }
 
     private static java.util.Map<String, Object> untyped(io.backplane.spi.config.ConfigNode raw) {

@@ -63,6 +63,7 @@ class ElasticInstancesTest {
     private final ElasticBackend backend = new ElasticBackend();
     private final AtomicLong now = new AtomicLong(1_000_000_000L);
     private final AtomicInteger ended = new AtomicInteger();
+    private final AtomicInteger instancesEvent = new AtomicInteger(-1);
     private @Nullable BackplaneHost host;
     private final List<Thread> clients = new ArrayList<>();
     private volatile boolean stop;
@@ -97,6 +98,11 @@ class ElasticInstancesTest {
                     @Override
                     public void requestEnded(String model, long version, Outcome outcome, long queueNanos, long computeNanos) {
                         ended.incrementAndGet();
+                    }
+
+                    @Override
+                    public void instancesChanged(String model, long version, int instances) {
+                        instancesEvent.set(instances);
                     }
                 }).build();
         host.load("m");
@@ -190,6 +196,8 @@ class ElasticInstancesTest {
             assertEquals(target, backend.live.size(), "round " + round + ": retired instances closed, new ones serving");
             assertEquals(target, h.modelConfig("m", 1).instanceGroups().getFirst().count(), "the config shows the live count");
             assertTrue(version(h) == v, "the same version serves: nothing reloaded");
+            assertEquals(target, h.statistics("m", 1).getFirst().instances(), "the statistics show the live count");
+            assertEquals(target, instancesEvent.get(), "the listeners were told");
         }
         int last = sent.get();
         backend.await(() -> sent.get() >= last + CLIENTS);
@@ -302,6 +310,7 @@ class ElasticInstancesTest {
 
             changer.join();
             backend.creating = null;
+            assertEquals(0, instancesEvent.get(), "an unloaded version has no instance");
             assertFalse(h.isModelReady("m"));
             assertEquals(Set.of(), backend.live, "round " + round + ": every instance closed");
         }
