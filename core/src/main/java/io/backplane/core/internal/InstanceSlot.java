@@ -470,25 +470,41 @@ final class InstanceSlot {
     /**
      * Retires this slot when its model's instance count is lowered while it serves: the worker
      * takes no new batch, finishes the one it runs (its senders released on FINAL as always), and
-     * leaves; a caller running inline on it finishes too; then the instance is closed within
-     * {@code limit}, as at unload. Called once, by the one thread that owns the retirement.
+     * leaves; a caller running inline on it finishes too; then the instance is closed. A worker
+     * still executing after {@code limit} is interrupted, as at unload. Returns false, with the
+     * instance left open, when the calling thread is interrupted first (an unload, which then
+     * finalizes the slot itself). Called by the one thread that owns the retirement.
      */
-    void retire(Duration limit) {
+    boolean retire(Duration limit) {
         stop();
-        join(limit);
+        Thread t = worker;
+        try {
+            if (t != null && t != Thread.currentThread() && !t.join(limit)) {
+                log.warn("retiring instance '{}' of {}: still executing after {} ms; interrupting it", name, owner, limit.toMillis());
+                t.interrupt();
+                t.join(Duration.ofMillis(200));
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
         // a caller running inline finishes first; tryRunInline and tryHelp see !running from now on
         long deadline = System.nanoTime() + limit.toNanos();
         boolean claimed;
         while (!(claimed = busy.compareAndSet(false, true)) && System.nanoTime() - deadline < 0) {
+            if (Thread.currentThread().isInterrupted()) {
+                return false;
+            }
             java.util.concurrent.locks.LockSupport.parkNanos(20_000);
         }
         try {
-            closeInstance(limit); // as at unload, also past the deadline
+            closeInstance(limit);
         } finally {
             if (claimed) {
                 busy.set(false);
             }
         }
+        return true;
     }
 
     private final class Incarnation implements InstanceContext {

@@ -221,6 +221,10 @@ public final class ModelRegistry {
             e.overrideFolder = created;
             for (ModelVersion v : old.values()) {
                 v.unload(host.unloadTimeout(), true); // the new versions serve already: let the old ones finish their queue
+                ModelVersion now = next.get(v.version());
+                if (now != null && !EnsembleScheduling.isEnsemble(now.config())) {
+                    host.listener().instancesChanged(name, now.version(), now.instanceCount()); // the old copy of the same version said 0
+                }
             }
             LoadOverrides.delete(oldFolder);
         } finally {
@@ -737,13 +741,16 @@ public final class ModelRegistry {
         }
     }
 
-    /** Tells {@code listener} about every version now serving, with its load time (a listener added late). */
+    /** Tells {@code listener} about every version now serving, with its load time and instance count (a listener added late). */
     public void replayLoaded(io.backplane.spi.host.HostListener listener) {
         for (Entry e : entries.values()) {
             for (ModelVersion v : e.versions.values()) {
                 if (v.state() == ModelState.READY) {
                     try {
                         listener.versionLoaded(e.name, v.version(), v.loadNanos());
+                        if (!EnsembleScheduling.isEnsemble(v.config())) {
+                            listener.instancesChanged(e.name, v.version(), v.instanceCount());
+                        }
                     } catch (RuntimeException ex) {
                         log.warn("host listener {} failed on versionLoaded", listener.getClass().getName(), ex);
                     }

@@ -600,11 +600,15 @@ final class ModelVersion {
             }
         }
         host.releaseInstances(closed ? added.size() : refused);
-        if (closed) { // an unload took the slots meanwhile: what this change started is its own to close
+        if (closed) { // an unload took the slots meanwhile (it gave up waiting): what this change started is its own to close
             Duration limit = host.unloadTimeout();
+            boolean interrupted = Thread.interrupted();
             for (InstanceSlot slot : started) {
                 slot.retire(limit);
                 specs.remove(slot);
+            }
+            if (interrupted) {
+                Thread.currentThread().interrupt();
             }
             throw new BackplaneException(ErrorCode.CANCELLED, "model '" + name + "' version " + version() + " was unloaded while its instances changed");
         }
@@ -619,7 +623,9 @@ final class ModelVersion {
         slotsChanged(serving);
         Duration limit = host.unloadTimeout();
         for (InstanceSlot slot : retiring) {
-            slot.retire(limit);
+            if (!slot.retire(limit)) {
+                break; // interrupted by an unload: it finalizes this slot and the others, still listed
+            }
             boolean mine;
             synchronized (slotsLock) {
                 mine = !slotsClosed && instances.remove(slot);
@@ -635,6 +641,10 @@ final class ModelVersion {
         current = countsOf(next);
         host.listener().instancesChanged(name, version(), instances.size());
         log.info("model '{}' version {}: {} instance(s) now", name, version(), instances.size());
+        if (Thread.currentThread().isInterrupted()) {
+            throw new BackplaneException(ErrorCode.CANCELLED, "the instance change of model '" + name + "' version " + version()
+                    + " was cancelled (the model is unloading or the host is stopping)");
+        }
         if (!failures.isEmpty()) {
             Throwable first = failures.getFirst();
             BackplaneException e = BackplaneException.unavailable("model '" + name + "' version " + version() + ": " + failures.size() + " of the "
@@ -699,7 +709,7 @@ final class ModelVersion {
                         log.warn("model '{}' version {}: new instance '{}' failed to start; the model serves on its other instances{}", name(), version(),
                                 slotName(slot), t instanceof BackplaneException be && be.logDetail() != null ? "\n" + be.logDetail() : "", t);
                         failures.add(t);
-                        slot.retire(host.unloadTimeout()); // stops a worker that did start, closes an instance that was created
+                        slot.closeInstance(host.unloadTimeout()); // its worker never started: close what was created
                     }
                 }));
             }

@@ -67,6 +67,8 @@ class ElasticInstancesTest {
     private @Nullable BackplaneHost host;
     private final List<Thread> clients = new ArrayList<>();
     private volatile boolean stop;
+    /** The host's ticker is the system clock (the autoscaler's own thread decides), not the test's. */
+    private boolean realClock;
 
     @AfterEach
     void closeAndCheckHygiene() throws InterruptedException {
@@ -93,7 +95,8 @@ class ElasticInstancesTest {
                 %s
                 """.formatted(batching, extra));
         Files.createDirectories(dir.resolve("1"));
-        host = BackplaneHost.builder().backend(backend).modelRepository(repo).modelControlMode(ModelControlMode.EXPLICIT).ticker(now::get)
+        host = BackplaneHost.builder().backend(backend).modelRepository(repo).modelControlMode(ModelControlMode.EXPLICIT)
+                .ticker(realClock ? io.backplane.spi.Ticker.system() : now::get)
                 .unloadTimeout(Duration.ofSeconds(20)).listener(new HostListener() {
                     @Override
                     public void requestEnded(String model, long version, Outcome outcome, long queueNanos, long computeNanos) {
@@ -261,6 +264,27 @@ class ElasticInstancesTest {
         stopClients();
         assertEquals(1, backend.modelsLoaded.get());
         assertEquals(1, v.instanceCount());
+        assertCleanRun();
+    }
+
+    /** The autoscaler's own thread, checking every millisecond: up to the maximum while requests wait, down to the minimum once idle. */
+    @Test
+    void autoscalerThread_addsWhileRequestsWait_retiresWhenIdle() throws Exception {
+        realClock = true;
+        BackplaneHost h = start("""
+                parameters [ { key: "autoscale_min_instances" value { string_value: "1" } },
+                             { key: "autoscale_max_instances" value { string_value: "3" } },
+                             { key: "autoscale_idle_ms" value { string_value: "1" } },
+                             { key: "autoscale_interval_ms" value { string_value: "1" } } ]""", "dynamic_batching { }");
+        ModelVersion v = version(h);
+        backend.close();
+        startClients(h);
+        backend.await(() -> v.instanceCount() == 3 && backend.executing.get() == 3);
+        backend.open();
+        int before = sent.get();
+        backend.await(() -> sent.get() >= before + 4 * CLIENTS);
+        stopClients();
+        backend.await(() -> v.instanceCount() == 1 && backend.live.size() == 1);
         assertCleanRun();
     }
 
