@@ -275,7 +275,7 @@ class ElasticInstancesTest {
                 parameters [ { key: "autoscale_min_instances" value { string_value: "1" } },
                              { key: "autoscale_max_instances" value { string_value: "3" } },
                              { key: "autoscale_idle_ms" value { string_value: "1" } },
-                             { key: "autoscale_interval_ms" value { string_value: "1" } } ]""", "dynamic_batching { }");
+                             { key: "autoscale_interval_ms" value { string_value: "1" } } ]""", ""); // batches of one: held executes leave the rest queued
         ModelVersion v = version(h);
         backend.close();
         startClients(h);
