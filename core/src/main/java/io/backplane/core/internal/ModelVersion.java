@@ -46,6 +46,13 @@ import org.slf4j.LoggerFactory;
  * each close bounded ({@link Bounded}). Every request ends through its own one release
  * ({@link RequestState}), so a request the unload races ends once.
  *
+ * <p>Instance counts may change while it serves ({@link #resize}: a load whose override changes only
+ * counts, or the {@link Autoscale} policy, checked by its own thread): new slots start and join the
+ * list; retiring ones finish their batch and close. Changes hold {@code scaling}; the list changes
+ * under {@code slotsLock}, where an unload takes it over ({@code slotsClosed}): from then on the
+ * unload finalizes every listed slot, and a change in progress (interrupted, waited for until the
+ * unload's deadline) closes only what it started and never listed.
+ *
  * <p>The parts: {@link Admission} (admission and holds), {@link BatchGuard} (the batcher),
  * {@link Placement} and {@link InstanceSlot} (instances), {@link VersionContext} and
  * {@link BatcherScope} (what backends and batchers see).
@@ -706,8 +713,12 @@ final class ModelVersion {
                     try {
                         slot.start(m);
                     } catch (Throwable t) {
-                        log.warn("model '{}' version {}: new instance '{}' failed to start; the model serves on its other instances{}", name(), version(),
-                                slotName(slot), t instanceof BackplaneException be && be.logDetail() != null ? "\n" + be.logDetail() : "", t);
+                        if (interruption(t)) {
+                            log.info("model '{}' version {}: the start of new instance '{}' was cancelled", name(), version(), slotName(slot));
+                        } else {
+                            log.warn("model '{}' version {}: new instance '{}' failed to start; the model serves on its other instances{}", name(),
+                                    version(), slotName(slot), t instanceof BackplaneException be && be.logDetail() != null ? "\n" + be.logDetail() : "", t);
+                        }
                         failures.add(t);
                         slot.closeInstance(host.unloadTimeout()); // its worker never started: close what was created
                     }

@@ -69,6 +69,8 @@ class ElasticInstancesTest {
     private volatile boolean stop;
     /** The host's ticker is the system clock (the autoscaler's own thread decides), not the test's. */
     private boolean realClock;
+    private int perModelCap = HostOptions.Limits.DEFAULT_MAX_INSTANCES_PER_MODEL;
+    private int perHostCap = HostOptions.Limits.DEFAULT_MAX_INSTANCES_PER_HOST;
 
     @AfterEach
     void closeAndCheckHygiene() throws InterruptedException {
@@ -97,7 +99,7 @@ class ElasticInstancesTest {
         Files.createDirectories(dir.resolve("1"));
         host = BackplaneHost.builder().backend(backend).modelRepository(repo).modelControlMode(ModelControlMode.EXPLICIT)
                 .ticker(realClock ? io.backplane.spi.Ticker.system() : now::get)
-                .unloadTimeout(Duration.ofSeconds(20)).listener(new HostListener() {
+                .unloadTimeout(Duration.ofSeconds(20)).maxInstancesPerModel(perModelCap).maxInstancesPerHost(perHostCap).listener(new HostListener() {
                     @Override
                     public void requestEnded(String model, long version, Outcome outcome, long queueNanos, long computeNanos) {
                         ended.incrementAndGet();
@@ -180,6 +182,30 @@ class ElasticInstancesTest {
         assertEquals(List.of(), failures.stream().map(Throwable::toString).toList(), "no request failed");
         assertEquals(sent.get(), succeeded.get(), "every request answered");
         assertEquals(sent.get(), ended.get(), "every request ended exactly once");
+    }
+
+    /** The host's caps count instances as they change: over a cap, the change is refused and nothing changes. */
+    @Test
+    void overrideLoad_overTheInstanceCaps_refusedNamingTheLimit_nothingChanges() throws Exception {
+        perModelCap = 3;
+        perHostCap = 3; // tight: raising the count again works only if the retired instances gave their places back
+        BackplaneHost h = start("", "");
+        ModelVersion v = version(h);
+
+        BackplaneException perModel = assertThrows(BackplaneException.class, () -> h.load("m", new LoadOverride(override(4, ""), Map.of())));
+
+        assertEquals(ErrorCode.INVALID_ARGUMENT, perModel.code(), perModel.getMessage());
+        assertTrue(perModel.getMessage().contains("asks for 4 instances (instance_group count), over the limit of 3 per model"), perModel.getMessage());
+        assertEquals(1, v.instanceCount());
+        assertEquals(1, backend.live.size());
+        h.load("m", new LoadOverride(override(3, ""), Map.of()));
+        assertEquals(3, v.instanceCount(), "within the caps");
+        h.load("m", new LoadOverride(override(1, ""), Map.of()));
+        assertEquals(1, v.instanceCount());
+        h.load("m", new LoadOverride(override(3, ""), Map.of()));
+        assertEquals(3, v.instanceCount(), "retired instances gave their places back");
+        assertTrue(version(h) == v);
+        assertEquals(3, backend.live.size());
     }
 
     @Test
