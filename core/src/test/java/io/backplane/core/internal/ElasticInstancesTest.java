@@ -371,6 +371,44 @@ class ElasticInstancesTest {
         assertEquals(0, h.openRequests(), "no request left open");
     }
 
+    /**
+     * The race: a load lowers the count 4 → 1 while the instances to retire are inside execute
+     * (held), so the change waits for them; an unload comes. It cancels the change (its thread is
+     * the registry's loader), waits for the held requests (released once the model reports not
+     * ready), and finalizes every instance, the retiring ones included, each once.
+     */
+    @Test
+    void unload_racingARetirement_cancelsIt_andFinalizesEveryInstanceOnce() throws Exception {
+        BackplaneHost h = start("", "");
+        h.load("m", new LoadOverride(override(4, ""), Map.of()));
+        backend.close();
+        startClients(h);
+        backend.await(() -> backend.executing.get() == 4);
+        java.util.concurrent.atomic.AtomicReference<@Nullable BackplaneException> lowered = new java.util.concurrent.atomic.AtomicReference<>();
+        Thread lowering = Thread.ofPlatform().start(() -> {
+            try {
+                h.load("m", new LoadOverride(override(1, ""), Map.of()));
+            } catch (BackplaneException x) {
+                lowered.set(x);
+            }
+        });
+        backend.await(() -> java.util.Arrays.stream(lowering.getStackTrace()).anyMatch(f -> f.getMethodName().equals("retire")));
+        Thread unloading = Thread.ofPlatform().start(() -> h.unload("m"));
+        backend.await(() -> !h.isModelReady("m"));
+        backend.open(); // the held requests finish: the unload's drain ends
+        unloading.join();
+        lowering.join();
+        stopClients();
+        // the retirement waited on held executes that only the unload's drain let go: the unload had to cancel it
+        BackplaneException cancelled = lowered.get();
+        assertTrue(cancelled != null && cancelled.code() == ErrorCode.CANCELLED, String.valueOf(cancelled));
+        assertEquals(Set.of(), backend.live, "every instance closed");
+        assertEquals(0, h.openRequests());
+        assertEquals(0, instancesEvent.get());
+        assertEquals(1, backend.modelsLoaded.get());
+        assertEquals(1, backend.modelsClosed.get());
+    }
+
     @Test
     void badAutoscaleParameters_rejectedNamingTheParameterTheValueAndWhatToGive() throws Exception {
         BackplaneHost h = start("", "");
