@@ -76,6 +76,15 @@ class ElasticThroughputRun {
     }
 
     double run(BackplaneHost h, long millis, Runnable during) throws Exception {
+        return run(h, millis, during, true);
+    }
+
+    /** A warm-up (JIT, threads) prints nothing. */
+    double warmUp(BackplaneHost h) throws Exception {
+        return run(h, 1000, () -> { }, false);
+    }
+
+    double run(BackplaneHost h, long millis, Runnable during, boolean print) throws Exception {
         AtomicLong done = new AtomicLong();
         AtomicInteger failed = new AtomicInteger();
         long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
@@ -96,8 +105,17 @@ class ElasticThroughputRun {
         during.run();
         for (Thread t : ts) t.join();
         double s = (System.nanoTime() - t0) / 1e9;
-        System.err.printf("  %d ok, %d failed in %.2f s: %.0f req/s%n", done.get(), failed.get(), s, done.get() / s);
+        if (print) {
+            System.err.printf("  %d ok, %d failed in %.2f s: %.0f req/s%n", done.get(), failed.get(), s, done.get() / s);
+        }
         return done.get() / s;
+    }
+
+    private static void loadTo(BackplaneHost h, int n) {
+        h.load("m", new LoadOverride("""
+                {"name": "m", "backend": "waiting", "input": [{"name": "IN", "data_type": "TYPE_INT64", "dims": [1]}],
+                 "output": [{"name": "OUT", "data_type": "TYPE_INT64", "dims": [1]}],
+                 "instance_group": [{"count": %d, "kind": "KIND_CPU"}]}""".formatted(n), Map.of()));
     }
 
     @Test
@@ -105,11 +123,12 @@ class ElasticThroughputRun {
         ((ch.qos.logback.classic.Logger) LoggerFactory.getLogger("io.backplane")).setLevel(ch.qos.logback.classic.Level.WARN);
         Path dir = Files.createDirectories(repo.resolve("m"));
         Files.createDirectories(dir.resolve("1"));
-        for (int count : new int[] {1, 4}) {
+        boolean onlySwitching = Boolean.getBoolean("bench.onlySwitching");
+        for (int count : onlySwitching ? new int[0] : new int[] {1, 4}) {
             Files.writeString(dir.resolve("config.pbtxt"), config(count, ""));
             try (BackplaneHost h = BackplaneHost.builder().backend(new Waiting()).modelRepository(repo).modelControlMode(ModelControlMode.EXPLICIT).build()) {
                 h.load("m");
-                run(h, 1000, () -> { });
+                warmUp(h);
                 System.err.println("fixed " + count + " instance(s), 8 clients, 2 ms per execute:");
                 run(h, 3000, () -> { });
             }
@@ -117,22 +136,24 @@ class ElasticThroughputRun {
         Files.writeString(dir.resolve("config.pbtxt"), config(1, ""));
         try (BackplaneHost h = BackplaneHost.builder().backend(new Waiting()).modelRepository(repo).modelControlMode(ModelControlMode.EXPLICIT).build()) {
             h.load("m");
-            run(h, 1000, () -> { });
+            warmUp(h);
             System.err.println("1 -> 4 -> 1 -> 4 by override loads every 500 ms, 8 clients (3 s):");
             run(h, 3000, () -> {
                 try {
                     for (int i = 0; i < 5; i++) {
                         Thread.sleep(500);
                         int n = i % 2 == 0 ? 4 : 1;
-                        h.load("m", new LoadOverride("""
-                                {"name": "m", "backend": "waiting", "input": [{"name": "IN", "data_type": "TYPE_INT64", "dims": [1]}],
-                                 "output": [{"name": "OUT", "data_type": "TYPE_INT64", "dims": [1]}],
-                                 "instance_group": [{"count": %d, "kind": "KIND_CPU"}]}""".formatted(n), Map.of()));
+                        long t0 = System.nanoTime();
+                        loadTo(h, n);
+                        System.err.printf("  load to %d took %.1f ms%n", n, (System.nanoTime() - t0) / 1e6);
                     }
                 } catch (InterruptedException e) {
                     throw new RuntimeException(e);
                 }
             });
+        }
+        if (onlySwitching) {
+            return;
         }
         Files.writeString(dir.resolve("config.pbtxt"), config(1, """
                 parameters [ { key: "autoscale_min_instances" value { string_value: "1" } },
