@@ -52,11 +52,11 @@ final class Admission implements RequestState.Hold {
     private final Object drained = new Object();
     // set once by open(), before the state becomes READY; read only after admit saw READY
     private @Nullable BatchGuard queue;
-    private List<InstanceSlot> inline = List.of();
+    private volatile List<InstanceSlot> inline = List.of();
     /** The host's default queue bound, when the config sets no max_queue_size of its own (0: none). */
     private final int defaultQueueBound;
     /** The instances an ensemble step may run on without a hand-off (a model without a batcher), see {@link StepTrampoline}. */
-    private List<InstanceSlot> stepSlots = List.of();
+    private volatile List<InstanceSlot> stepSlots = List.of();
     /**
      * Whether a request of this version ever started a child request, or its backend may start them
      * ({@code BackendCapabilities.childRequests()}): its steps then never borrow another model's worker.
@@ -117,9 +117,8 @@ final class Admission implements RequestState.Hold {
         this.startsChildren = !noChildRequests;
         this.inline = List.copyOf(callerRuns);
         this.stepSlots = List.copyOf(steps);
-        List<InstanceSlot> helpers = this.stepSlots;
         this.helpOnIdle = r -> {
-            for (InstanceSlot slot : helpers) {
+            for (InstanceSlot slot : stepSlots) { // read each time: the instances may change while it serves
                 if (slot.tryHelp(r)) {
                     return true;
                 }
@@ -129,6 +128,16 @@ final class Admission implements RequestState.Hold {
         };
         state.set(ModelState.READY);
         host.listener().versionLoaded(name, version, loadNanos);
+    }
+
+    /**
+     * The instances changed while the version serves ({@link ModelVersion#resize}): callers and
+     * ensemble steps run inline on these from now on. Only for a version that passed them to
+     * {@link #open} (a model without a batcher); a retired slot still listed elsewhere refuses.
+     */
+    void slotsChanged(List<InstanceSlot> callerRuns, List<InstanceSlot> steps) {
+        this.inline = List.copyOf(callerRuns);
+        this.stepSlots = List.copyOf(steps);
     }
 
     /** Starts admitting to an ensemble: requests start at once in {@code scheduler}. LOADING → READY. */

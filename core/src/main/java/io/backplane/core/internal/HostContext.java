@@ -101,8 +101,17 @@ public final class HostContext {
      *     RESOURCE_EXHAUSTED when the host has no room left
      */
     void reserveInstances(String model, int count) {
-        if (count > limits.maxInstancesPerModel()) {
-            throw io.backplane.spi.BackplaneException.invalid("model '" + model + "' asks for " + count + " instances (instance_group count), over the limit of "
+        reserveInstances(model, count, count);
+    }
+
+    /**
+     * As {@link #reserveInstances(String, int)} for a model that will run {@code total} instances,
+     * {@code count} of them new (its count raised while it serves): the per-model cap applies to
+     * {@code total}, the host's to the {@code count} taken now.
+     */
+    void reserveInstances(String model, int total, int count) {
+        if (total > limits.maxInstancesPerModel()) {
+            throw io.backplane.spi.BackplaneException.invalid("model '" + model + "' asks for " + total + " instances (instance_group count), over the limit of "
                     + limits.maxInstancesPerModel() + " per model; lower the count, or raise the limit (embedded builder maxInstancesPerModel, "
                     + "backplane serve --max-instances-per-model)");
         }
@@ -110,7 +119,7 @@ public final class HostContext {
             int now = instances.get();
             if (count > limits.maxInstancesPerHost() - now) {
                 throw new io.backplane.spi.BackplaneException(io.backplane.spi.ErrorCode.RESOURCE_EXHAUSTED, "model '" + model + "' asks for " + count
-                        + " instances but the host runs " + now + " of its limit of " + limits.maxInstancesPerHost() + "; unload a model, lower the "
+                        + (count == total ? "" : " more") + " instances but the host runs " + now + " of its limit of " + limits.maxInstancesPerHost() + "; unload a model, lower the "
                         + "count, or raise the limit (embedded builder maxInstancesPerHost, backplane serve --max-instances-per-host)");
             }
             if (instances.compareAndSet(now, now + count)) {

@@ -119,6 +119,11 @@ final class InstanceSlot {
         gate = g;
     }
 
+    /** Its rate-limiter gate, null when none holds it back. */
+    RateLimiter.@Nullable Gate gate() {
+        return gate;
+    }
+
     /** Rate limiter: the worker has no batch to run, so it drops any claim on resources. */
     private void dropClaim() {
         RateLimiter.Gate g = gate;
@@ -478,11 +483,66 @@ final class InstanceSlot {
 
     /** Closes the current incarnation, if any, within {@code limit}. Idempotent. */
     void closeInstance(Duration limit) {
-        ModelInstance i = instance;
-        instance = null;
+        ModelInstance i;
+        synchronized (this) { // a retirement and an unload racing close it once
+            i = instance;
+            instance = null;
+        }
         if (i != null) {
             Bounded.run("instance-close-" + name, limit, i::close);
         }
+    }
+
+    // ---- instance counts changed at run time (ModelVersion.resize) ----
+
+    /** Whether {@link #start} succeeded: its worker runs (or ran). */
+    boolean isStarted() {
+        return worker != null;
+    }
+
+    /** Whether the instance is executing now (its worker, or a caller running inline): the autoscaler's sample. */
+    boolean isBusy() {
+        return busy.get();
+    }
+
+    /**
+     * Retires this slot when its model's instance count is lowered while it serves: the worker
+     * takes no new batch, finishes the one it runs (its senders released on FINAL as always), and
+     * leaves; a caller running inline on it finishes too; then the instance is closed. A worker
+     * still executing after {@code limit} is interrupted, as at unload. Returns false, with the
+     * instance left open, when the calling thread is interrupted first (an unload, which then
+     * finalizes the slot itself). Called by the one thread that owns the retirement.
+     */
+    boolean retire(Duration limit) {
+        stop();
+        Thread t = worker;
+        try {
+            if (t != null && t != Thread.currentThread() && !t.join(limit)) {
+                log.warn("retiring instance '{}' of {}: still executing after {} ms; interrupting it", name, owner, limit.toMillis());
+                t.interrupt();
+                t.join(Duration.ofMillis(200));
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+        // a caller running inline finishes first; tryRunInline and tryHelp see !running from now on
+        long deadline = System.nanoTime() + limit.toNanos();
+        boolean claimed;
+        while (!(claimed = busy.compareAndSet(false, true)) && System.nanoTime() - deadline < 0) {
+            if (Thread.currentThread().isInterrupted()) {
+                return false;
+            }
+            java.util.concurrent.locks.LockSupport.parkNanos(20_000);
+        }
+        try {
+            closeInstance(limit);
+        } finally {
+            if (claimed) {
+                busy.set(false);
+            }
+        }
+        return true;
     }
 
     private final class Incarnation implements InstanceContext {

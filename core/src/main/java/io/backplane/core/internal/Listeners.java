@@ -115,6 +115,14 @@ final class Listeners implements HostListener {
     }
 
     @Override
+    public void instancesChanged(String model, long version, int instances) {
+        if (hidden(model)) {
+            return;
+        }
+        each(l -> l.instancesChanged(model, version, instances));
+    }
+
+    @Override
     public void duplicateReleaseSuppressed(String model, long version) {
         if (hidden(model)) {
             return;

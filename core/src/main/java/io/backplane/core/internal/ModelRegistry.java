@@ -175,6 +175,12 @@ public final class ModelRegistry {
                         throw BackplaneException.invalid("model '" + name + "' has no version folder to serve in " + def.directory()
                                 + "; add a numeric folder such as " + def.directory().resolve("1"));
                     }
+                    if (created == null && !override.isEmpty() && resizeInPlace(e, def, config)) {
+                        e.fingerprint = def.fingerprint();
+                        e.lastError = "";
+                        e.explicit |= explicit;
+                        return;
+                    }
                     for (long v : def.versions()) {
                         loaded.add(ModelVersion.load(name, v, config, def.directory(), def.files(), backend, bctx, batcher, host,
                                 plugins.capabilities(backendName)));
@@ -215,6 +221,10 @@ public final class ModelRegistry {
             e.overrideFolder = created;
             for (ModelVersion v : old.values()) {
                 v.unload(host.unloadTimeout(), true); // the new versions serve already: let the old ones finish their queue
+                ModelVersion now = next.get(v.version());
+                if (now != null && !EnsembleScheduling.isEnsemble(now.config())) {
+                    host.listener().instancesChanged(name, now.version(), now.instanceCount()); // the old copy of the same version said 0
+                }
             }
             LoadOverrides.delete(oldFolder);
         } finally {
@@ -228,6 +238,28 @@ public final class ModelRegistry {
             e.loading = false;
             e.lock.unlock();
         }
+    }
+
+    /**
+     * A load whose config override differs from what the serving versions run only in instance
+     * counts changes their instances in place ({@link ModelVersion#resize}): same versions, same
+     * folder, nothing reloaded. Returns false (nothing done) when it does not apply; then the load
+     * goes on as a reload. A failure of the change is thrown; the versions serve on.
+     */
+    private boolean resizeInPlace(Entry e, ModelSource.Definition def, ModelConfig config) {
+        NavigableMap<Long, ModelVersion> serving = e.versions;
+        if (serving.isEmpty() || e.overrideFolder != null || !serving.keySet().equals(new java.util.TreeSet<>(def.versions()))) {
+            return false;
+        }
+        for (ModelVersion v : serving.values()) {
+            if (!v.resizableTo(config) || !v.modelDirectory().map(def.directory()::equals).orElse(false)) {
+                return false;
+            }
+        }
+        for (ModelVersion v : serving.values()) {
+            v.resize(config);
+        }
+        return true;
     }
 
     /** Cancels a load of {@code e} in progress (O2: an unload never waits out a long load): interrupts its thread. */
@@ -709,13 +741,16 @@ public final class ModelRegistry {
         }
     }
 
-    /** Tells {@code listener} about every version now serving, with its load time (a listener added late). */
+    /** Tells {@code listener} about every version now serving, with its load time and instance count (a listener added late). */
     public void replayLoaded(io.backplane.spi.host.HostListener listener) {
         for (Entry e : entries.values()) {
             for (ModelVersion v : e.versions.values()) {
                 if (v.state() == ModelState.READY) {
                     try {
                         listener.versionLoaded(e.name, v.version(), v.loadNanos());
+                        if (!EnsembleScheduling.isEnsemble(v.config())) {
+                            listener.instancesChanged(e.name, v.version(), v.instanceCount());
+                        }
                     } catch (RuntimeException ex) {
                         log.warn("host listener {} failed on versionLoaded", listener.getClass().getName(), ex);
                     }

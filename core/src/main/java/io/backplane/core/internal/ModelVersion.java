@@ -46,6 +46,13 @@ import org.slf4j.LoggerFactory;
  * each close bounded ({@link Bounded}). Every request ends through its own one release
  * ({@link RequestState}), so a request the unload races ends once.
  *
+ * <p>Instance counts may change while it serves ({@link #resize}: a load whose override changes only
+ * counts, or the {@link Autoscale} policy, checked by its own thread): new slots start and join the
+ * list; retiring ones finish their batch and close. Changes hold {@code scaling}; the list changes
+ * under {@code slotsLock}, where an unload takes it over ({@code slotsClosed}): from then on the
+ * unload finalizes every listed slot, and a change in progress (interrupted, waited for until the
+ * unload's deadline) closes only what it started and never listed.
+ *
  * <p>The parts: {@link Admission} (admission and holds), {@link BatchGuard} (the batcher),
  * {@link Placement} and {@link InstanceSlot} (instances), {@link VersionContext} and
  * {@link BatcherScope} (what backends and batchers see).
@@ -56,7 +63,34 @@ final class ModelVersion {
     private final VersionContext context;
     private final HostContext host;
     private final Admission admission;
-    private final List<InstanceSlot> instances = new ArrayList<>();
+    /** Every slot not yet finalized, retiring ones included; changes only under {@link #scaling} and {@link #slotsLock}. */
+    private final List<InstanceSlot> instances = new java.util.concurrent.CopyOnWriteArrayList<>();
+    /** Where each slot runs (its group and device), for instance changes. */
+    private final java.util.Map<InstanceSlot, Placement.Spec> specs = new java.util.concurrent.ConcurrentHashMap<>();
+    /** Held by an instance change ({@link #resize}); unload waits for it, bounded, after interrupting it. */
+    private final java.util.concurrent.locks.ReentrantLock scaling = new java.util.concurrent.locks.ReentrantLock();
+    /** The thread changing the instances now, interrupted by an unload. */
+    private volatile @Nullable Thread scaler;
+    /** Guards {@link #slotsClosed}, {@link #reservedInstances} and changes of {@link #instances}. */
+    private final Object slotsLock = new Object();
+    /** Set once by unload: from then on the unload owns every slot in {@link #instances}; a change closes what it made itself. */
+    private boolean slotsClosed;
+    /** The next slot index and, per group, the next instance number in its names; under {@link #scaling}. */
+    private int nextIndex;
+    private final java.util.Map<Integer, Integer> nextNumber = new java.util.HashMap<>();
+    /** Whether the instance count may change in place: the batcher does not bind work to instance indexes (dynamic, none). */
+    private boolean elastic;
+    /** Whether callers (caller-runs) and ensemble steps run inline on the slots (a model without a batcher). */
+    private boolean callerRunsSlots;
+    private boolean stepSlots;
+    private long executeTimeout;
+    /** The config with the instance counts it serves with now (the loaded one until a count changes). */
+    private volatile ModelConfig current;
+    private Autoscale.@Nullable Policy autoscale;
+    private volatile boolean autoscaling;
+    private @Nullable Thread autoscaler;
+    /** When the autoscaler first saw the model idle in the current run of idle checks; -1: not idle. Under {@link #autoscaleOnce}'s lock. */
+    private long idleSince = -1;
     private @Nullable Model model;
     private @Nullable BatchGuard batches;
     /** An ensemble's scheduler, in place of model, batcher and instances; null for other models. */
@@ -67,7 +101,7 @@ final class ModelVersion {
     private final ChildRequests.SelfCalls selfCalls = new ChildRequests.SelfCalls();
     /** The custom metrics handed out through {@link VersionContext#metrics()}; closed when the version goes. */
     private final CustomMetrics.Scope metrics;
-    /** Instances taken from the host's caps; given back once when the version ends. */
+    /** Instances taken from the host's caps; given back once when the version ends. Under {@link #slotsLock}. */
     private int reservedInstances;
     /** Each limited instance's place in the host's rate limiter, closed when the version unloads or its load fails. */
     private final List<RateLimiter.Gate> rateLimiterGates = new ArrayList<>();
@@ -82,6 +116,7 @@ final class ModelVersion {
         this.metrics = metrics;
         this.host = host;
         ModelConfig config = context.config();
+        this.current = config;
         boolean ordered = (config.dynamicBatching() != null && config.dynamicBatching().preserveOrdering()
                 || config.sequenceBatching() != null && config.sequenceBatching().preserveOrdering()) && !config.decoupled();
         this.admission = new Admission(context.name(), context.version(), config, host, ordered ? new ResponseOrder() : null, classes);
@@ -137,8 +172,16 @@ final class ModelVersion {
         List<InstanceSlot> stepSlots = List.of();
         try {
             List<Placement.Spec> placed = Placement.of(name, config);
+            v.autoscale = Autoscale.of(config, host.limits().maxInstancesPerModel());
             host.reserveInstances(name, placed.size());
             v.reservedInstances = placed.size();
+            v.executeTimeout = executeTimeout;
+            String batcherName = batcherFactory.name();
+            v.elastic = batcherName.equals("dynamic") || batcherName.equals("none");
+            if (v.autoscale != null && !v.elastic) {
+                throw BackplaneException.invalid("model '" + name + "': autoscaling (" + Autoscale.MIN + ", " + Autoscale.MAX + ") needs the 'dynamic' or 'none'"
+                        + " batcher, whose instances take any request; this model uses '" + batcherName + "'; remove the autoscale_* parameters");
+            }
             Model m = requireNonNull(backend.loadModel(v.context), "backend '" + backendContext.backendName() + "' returned a null model");
             v.model = m;
             Batcher batcher = requireNonNull(batcherFactory.create(new BatcherScope(config, version, placed.size(), host.ticker(), v.admission.origin(),
@@ -150,11 +193,16 @@ final class ModelVersion {
                 InstanceSlot slot = new InstanceSlot(v.context, batches, host, executeTimeout, spec);
                 v.instances.add(slot);
                 slot.limitedBy(v.rateLimited(spec));
+                v.specs.put(slot, spec);
+                v.nextNumber.merge(spec.group(), 1, Integer::sum);
             }
+            v.nextIndex = placed.size();
             startAll(name, v.instances, m);
             if (batcherFactory.name().equals("none")) {
+                v.stepSlots = true;
                 stepSlots = List.copyOf(v.instances);
                 if (host.callerRuns()) {
+                    v.callerRunsSlots = true;
                     callerRuns = stepSlots;
                 }
             }
@@ -188,6 +236,8 @@ final class ModelVersion {
         }
         log.info("loaded model '{}' version {} ({} instance(s), backend '{}', batcher '{}')", name, version, v.instances.size(),
                 backendContext.backendName(), batcherFactory.name());
+        host.listener().instancesChanged(name, version, v.instances.size());
+        v.startAutoscaler();
         return v;
     }
 
@@ -256,8 +306,11 @@ final class ModelVersion {
     }
 
     private void releaseInstances() {
-        int n = reservedInstances;
-        reservedInstances = 0;
+        int n;
+        synchronized (slotsLock) {
+            n = reservedInstances;
+            reservedInstances = 0;
+        }
         host.releaseInstances(n);
         List<RateLimiter.Gate> gates;
         synchronized (rateLimiterGates) {
@@ -265,6 +318,17 @@ final class ModelVersion {
             rateLimiterGates.clear();
         }
         gates.forEach(RateLimiter.Gate::close);
+    }
+
+    /** Takes a retired or never-started slot out of the host's rate limiter (its resources stop counting). */
+    private void closeGate(InstanceSlot slot) {
+        RateLimiter.Gate g = slot.gate();
+        if (g != null) {
+            synchronized (rateLimiterGates) {
+                rateLimiterGates.remove(g);
+            }
+            g.close();
+        }
     }
 
     /**
@@ -375,8 +439,9 @@ final class ModelVersion {
         return context.version();
     }
 
+    /** The config it serves with: the loaded one, with the instance counts of the last change in place ({@link #resize}). */
     public ModelConfig config() {
-        return context.config();
+        return current;
     }
 
     /** The model's folder, where its config was read; empty for a model defined in code (no folder of its own). */
@@ -467,6 +532,7 @@ final class ModelVersion {
         return admission.openIds();
     }
 
+    /** The instances serving or finishing their work (a retiring one counts until it is finalized). */
     public int instanceCount() {
         return instances.size();
     }
@@ -479,6 +545,341 @@ final class ModelVersion {
      */
     RequestState admit(InferenceRequest request, ResponseSink sink) {
         return admission.admit(request, sink);
+    }
+
+    // ---- instance counts changed while it serves ----
+
+    /**
+     * Whether a load of {@code next} can change this version in place ({@link #resize}): it
+     * differs from the config it serves with only in instance-group counts, and its batcher hands
+     * any request to any instance (dynamic, none).
+     */
+    boolean resizableTo(ModelConfig next) {
+        return elastic && ensemble == null && admission.state() == ModelState.READY && Placement.countsOnly(current, next);
+    }
+
+    /**
+     * Changes the instance counts to those of {@code next} ({@link #resizableTo}) while the version
+     * serves: no new version, batcher or backend model; queued and running requests are untouched.
+     * New instances start first (in parallel, as at load); one that fails to start is logged and
+     * closed, and the others serve on. Then the instances to retire (the newest of their group and
+     * device) take no new batch, finish the one they run and are closed, each within the unload
+     * timeout. Serialised with other changes; an unload interrupts a change in progress and waits
+     * for it at most until its own deadline.
+     *
+     * @throws BackplaneException INVALID_ARGUMENT or RESOURCE_EXHAUSTED over the instance caps
+     *     (nothing changed); UNAVAILABLE when a new instance failed to start (the others were added
+     *     and the model serves on), CANCELLED when an unload interrupted it
+     */
+    void resize(ModelConfig next) {
+        scaling.lock();
+        scaler = Thread.currentThread();
+        try {
+            resizeLocked(next);
+        } finally {
+            scaler = null;
+            scaling.unlock();
+        }
+    }
+
+    private void resizeLocked(ModelConfig next) {
+        String name = name();
+        Model m = requireNonNull(model, "model");
+        BatchGuard b = requireNonNull(batches, "batches");
+        if (admission.state() != ModelState.READY) {
+            throw BackplaneException.unavailable("model '" + name + "' version " + version() + " is unloading; its instances cannot change");
+        }
+        List<io.backplane.spi.config.InstanceGroup> groups = Placement.groups(next);
+        int total = Placement.of(name, next).size();
+        List<Placement.Spec> added = new ArrayList<>();
+        List<InstanceSlot> retiring = new ArrayList<>();
+        for (int g = 0; g < groups.size(); g++) {
+            for (int device : Placement.devices(groups.get(g))) {
+                List<InstanceSlot> here = new ArrayList<>();
+                for (InstanceSlot slot : instances) {
+                    Placement.Spec sp = specs.get(slot);
+                    if (sp != null && sp.group() == g && sp.deviceId() == device) {
+                        here.add(slot);
+                    }
+                }
+                int want = groups.get(g).count();
+                for (int i = here.size(); i < want; i++) {
+                    int k = nextNumber.merge(g, 1, Integer::sum) - 1;
+                    added.add(Placement.one(name, next, g, device, nextIndex++, k));
+                }
+                here.sort(java.util.Comparator.comparingInt((InstanceSlot x) -> requireNonNull(specs.get(x)).index()).reversed());
+                retiring.addAll(here.subList(0, Math.max(0, here.size() - want)));
+            }
+        }
+        int before = instances.size();
+        if (!added.isEmpty()) {
+            host.reserveInstances(name, total, added.size());
+        }
+        log.info("model '{}' version {}: instances change in place from {} to {} ({} to add, {} to retire)", name, version(), before, total,
+                added.size(), retiring.size());
+        List<InstanceSlot> fresh = new ArrayList<>();
+        try {
+            for (Placement.Spec spec : added) {
+                InstanceSlot slot = new InstanceSlot(context, b, host, executeTimeout, spec);
+                slot.limitedBy(rateLimited(spec)); // refused (nothing changes) when the limiter cannot serve its resources
+                fresh.add(slot);
+                specs.put(slot, spec);
+            }
+        } catch (RuntimeException e) {
+            for (InstanceSlot slot : fresh) {
+                closeGate(slot);
+                specs.remove(slot);
+            }
+            host.releaseInstances(added.size());
+            throw e;
+        }
+        List<Throwable> failures = startEach(fresh, m);
+        List<InstanceSlot> started = new ArrayList<>();
+        int refused = 0;
+        for (InstanceSlot slot : fresh) {
+            if (slot.isStarted()) {
+                started.add(slot);
+            } else {
+                closeGate(slot);
+                specs.remove(slot);
+                refused++;
+            }
+        }
+        boolean closed;
+        synchronized (slotsLock) {
+            closed = slotsClosed;
+            if (!closed) {
+                instances.addAll(started);
+                reservedInstances += started.size();
+            }
+        }
+        host.releaseInstances(closed ? added.size() : refused);
+        if (closed) { // an unload took the slots meanwhile (it gave up waiting): what this change started is its own to close
+            Duration limit = host.unloadTimeout();
+            boolean interrupted = Thread.interrupted();
+            for (InstanceSlot slot : started) {
+                slot.retire(limit);
+                closeGate(slot);
+                specs.remove(slot);
+            }
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+            throw new BackplaneException(ErrorCode.CANCELLED, "model '" + name + "' version " + version() + " was unloaded while its instances changed");
+        }
+        if (Thread.currentThread().isInterrupted()) { // an unload waits for this change: what started is in its hands now
+            current = countsOf(next);
+            host.listener().instancesChanged(name, version(), instances.size());
+            throw new BackplaneException(ErrorCode.CANCELLED, "the instance change of model '" + name + "' version " + version()
+                    + " was cancelled (the model is unloading or the host is stopping)");
+        }
+        List<InstanceSlot> serving = new ArrayList<>(instances);
+        serving.removeAll(retiring);
+        slotsChanged(serving);
+        Duration limit = host.unloadTimeout();
+        for (InstanceSlot slot : retiring) {
+            if (!slot.retire(limit)) {
+                break; // interrupted by an unload: it finalizes this slot and the others, still listed
+            }
+            boolean mine;
+            synchronized (slotsLock) {
+                mine = !slotsClosed && instances.remove(slot);
+                if (mine) {
+                    reservedInstances--;
+                }
+            }
+            if (mine) {
+                closeGate(slot);
+                specs.remove(slot);
+                host.releaseInstances(1);
+            }
+        }
+        current = countsOf(next);
+        host.listener().instancesChanged(name, version(), instances.size());
+        log.info("model '{}' version {}: {} instance(s) now", name, version(), instances.size());
+        if (Thread.currentThread().isInterrupted()) {
+            throw new BackplaneException(ErrorCode.CANCELLED, "the instance change of model '" + name + "' version " + version()
+                    + " was cancelled (the model is unloading or the host is stopping)");
+        }
+        if (!failures.isEmpty()) {
+            Throwable first = failures.getFirst();
+            BackplaneException e = BackplaneException.unavailable("model '" + name + "' version " + version() + ": " + failures.size() + " of the "
+                    + added.size() + " new instance(s) failed to start (" + first.getMessage() + "); it serves on " + instances.size()
+                    + " instance(s); see the server log, fix the cause and load again");
+            failures.forEach(e::addSuppressed);
+            throw e;
+        }
+    }
+
+    private String slotName(InstanceSlot slot) {
+        Placement.Spec sp = specs.get(slot);
+        return sp == null ? "?" : sp.name();
+    }
+
+    /** {@code next} with the counts of the slots serving now (fewer than it asks where a start failed). */
+    private ModelConfig countsOf(ModelConfig next) {
+        List<io.backplane.spi.config.InstanceGroup> groups = next.instanceGroups();
+        if (groups.isEmpty()) {
+            return next;
+        }
+        List<io.backplane.spi.config.InstanceGroup> out = new ArrayList<>();
+        for (int g = 0; g < groups.size(); g++) {
+            int n = 0;
+            for (InstanceSlot slot : instances) {
+                Placement.Spec sp = specs.get(slot);
+                if (sp != null && sp.group() == g) {
+                    n++;
+                }
+            }
+            int devices = Placement.devices(groups.get(g)).size();
+            out.add(groups.get(g).toBuilder().count(Math.max(1, (n + devices - 1) / devices)).build());
+        }
+        return next.toBuilder().instanceGroups(out).build();
+    }
+
+    private void slotsChanged(List<InstanceSlot> serving) {
+        if (stepSlots) {
+            admission.slotsChanged(callerRunsSlots ? serving : List.of(), serving);
+        }
+    }
+
+    /**
+     * Starts each slot, at most {@link #parallelStarts()} at once; a start that fails is logged and
+     * its slot closed. Returns the failures. Interrupted (an unload): the starts still running are
+     * interrupted and every one has ended when it returns.
+     */
+    private List<Throwable> startEach(List<InstanceSlot> slots, Model m) {
+        List<Throwable> failures = java.util.Collections.synchronizedList(new ArrayList<>());
+        if (slots.isEmpty()) {
+            return failures;
+        }
+        ExecutorService pool = Executors.newFixedThreadPool(Math.min(slots.size(), parallelStarts()),
+                Thread.ofPlatform().daemon().name("backplane-start-" + name() + "-", 0).factory());
+        try (pool) { // close() waits for every start that began
+            List<Future<?>> futures = new ArrayList<>();
+            for (InstanceSlot slot : slots) {
+                futures.add(pool.submit(() -> {
+                    try {
+                        slot.start(m);
+                    } catch (Throwable t) {
+                        if (interruption(t)) {
+                            log.info("model '{}' version {}: the start of new instance '{}' was cancelled", name(), version(), slotName(slot));
+                        } else {
+                            log.warn("model '{}' version {}: new instance '{}' failed to start; the model serves on its other instances{}", name(),
+                                    version(), slotName(slot), t instanceof BackplaneException be && be.logDetail() != null ? "\n" + be.logDetail() : "", t);
+                        }
+                        failures.add(t);
+                        slot.closeInstance(host.unloadTimeout()); // its worker never started: close what was created
+                    }
+                }));
+            }
+            for (Future<?> f : futures) {
+                try {
+                    f.get();
+                } catch (InterruptedException e) {
+                    pool.shutdownNow();
+                    Thread.currentThread().interrupt();
+                    break;
+                } catch (ExecutionException e) {
+                    failures.add(e.getCause());
+                }
+            }
+        }
+        return failures;
+    }
+
+    /** The autoscaling policy in force, or null when the config sets none. */
+    Autoscale.@Nullable Policy autoscalePolicy() {
+        return autoscale;
+    }
+
+    private void startAutoscaler() {
+        Autoscale.Policy p = autoscale;
+        if (p == null) {
+            return;
+        }
+        autoscaling = true;
+        Thread t = Thread.ofPlatform().daemon().name("backplane-autoscale-" + name() + "-v" + version()).unstarted(() -> {
+            while (autoscaling) {
+                try {
+                    Thread.sleep(p.intervalMillis());
+                } catch (InterruptedException e) {
+                    continue; // an unload: the loop ends when autoscaling is off
+                }
+                try {
+                    autoscaleOnce();
+                } catch (Throwable x) {
+                    if (autoscaling) {
+                        log.warn("model '{}' version {}: an instance change by the autoscaler failed; it goes on", name(), version(), x);
+                    }
+                }
+            }
+        });
+        autoscaler = t;
+        t.start();
+    }
+
+    private void stopAutoscaler(Duration limit) {
+        autoscaling = false;
+        Thread t = autoscaler;
+        if (t == null || t == Thread.currentThread()) {
+            return;
+        }
+        t.interrupt();
+        try {
+            if (!t.join(limit)) {
+                log.warn("model '{}' version {}: the autoscaler did not stop within {} ms", name(), version(), limit.toMillis());
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /**
+     * One autoscaler check: samples the queue and the instances, and adds or retires at most one
+     * instance of the group as the policy says ({@link Autoscale#decide}). Returns +1, -1 or 0.
+     * Called by the autoscaler's thread every interval (tests call it directly).
+     */
+    synchronized int autoscaleOnce() {
+        Autoscale.Policy p = autoscale;
+        BatchGuard b = batches;
+        if (p == null || b == null || admission.state() != ModelState.READY) {
+            return 0;
+        }
+        long now = host.ticker().nanoTime();
+        long oldest = Long.MAX_VALUE;
+        for (RequestState r : admission.openRequests()) {
+            if (r.phase() == RequestState.QUEUED) {
+                oldest = Math.min(oldest, r.arrivalNanos());
+            }
+        }
+        int busy = 0;
+        for (InstanceSlot slot : instances) {
+            busy += slot.isBusy() ? 1 : 0;
+        }
+        ModelConfig c = current;
+        int count = c.instanceGroups().isEmpty() ? 1 : c.instanceGroups().getFirst().count();
+        int devices = c.instanceGroups().isEmpty() ? 1 : Placement.devices(c.instanceGroups().getFirst()).size();
+        Autoscale.Sample sample = new Autoscale.Sample(b.queued(), oldest == Long.MAX_VALUE ? 0 : now - oldest, busy, instances.size() / Math.max(1, devices));
+        if (Autoscale.idle(sample)) {
+            if (idleSince < 0) {
+                idleSince = now;
+            }
+        } else {
+            idleSince = -1;
+        }
+        int step = Autoscale.decide(p, new Autoscale.Sample(sample.queued(), sample.oldestWaitNanos(), busy, count), now, idleSince);
+        if (step == 0) {
+            return 0;
+        }
+        idleSince = -1;
+        ModelConfig next = c.instanceGroups().isEmpty()
+                ? c.toBuilder().instanceGroup(Placement.groups(c).getFirst().toBuilder().count(count + step).build()).build()
+                : c.toBuilder().instanceGroups(List.of(c.instanceGroups().getFirst().toBuilder().count(count + step).build())).build();
+        log.info("model '{}' version {}: autoscaling from {} to {} instance(s) ({} queued, oldest waited {} µs, {} busy)", name(), version(), count,
+                count + step, sample.queued(), sample.oldestWaitNanos() / 1000, busy);
+        resize(next);
+        return step;
     }
 
     // ---- unload (L7) ----
@@ -503,6 +904,7 @@ final class ModelVersion {
         String name = name();
         long version = version();
         long deadline = System.nanoTime() + timeout.toNanos();
+        autoscaling = false;
         log.info("unloading model '{}' version {} ({} open request(s))", name, version, admission.openIds().size());
         BackplaneException queuedError = BackplaneException.unavailable("model '" + name + "' version " + version
                 + " is unloading; the request was still queued");
@@ -525,16 +927,25 @@ final class ModelVersion {
                 r.terminate(e, Outcome.OTHER, "unload-deadline");
             }
         }
+        boolean changeEnded = awaitInstanceChange(deadline);
+        List<InstanceSlot> slots;
+        synchronized (slotsLock) {
+            slotsClosed = true; // from here an instance change in progress closes what it starts itself
+            slots = List.copyOf(instances);
+        }
         if (b != null) {
             b.close();
         }
-        for (InstanceSlot slot : instances) {
+        for (InstanceSlot slot : slots) {
             slot.stop();
         }
         Duration grace = Duration.ofNanos(Math.max(deadline - System.nanoTime(), Duration.ofSeconds(1).toNanos()));
-        for (InstanceSlot slot : instances) {
+        for (InstanceSlot slot : slots) {
             slot.join(grace);
             slot.closeInstance(grace);
+        }
+        if (changeEnded) {
+            scaling.unlock();
         }
         Model m = model;
         if (m != null) {
@@ -544,8 +955,32 @@ final class ModelVersion {
         releaseInstances();
         admission.closed();
         unavailableReason = "unloaded";
+        if (ensemble == null) {
+            host.listener().instancesChanged(name, version, 0);
+        }
         host.listener().versionUnloaded(name, version);
         log.info("unloaded model '{}' version {}", name, version);
+    }
+
+    /**
+     * Stops the autoscaler and interrupts an instance change in progress, then waits for it until
+     * {@code deadline} (at least a moment); true when this thread now holds {@link #scaling}.
+     */
+    private boolean awaitInstanceChange(long deadline) {
+        stopAutoscaler(Duration.ofNanos(Math.max(deadline - System.nanoTime(), Duration.ofMillis(100).toNanos())));
+        Thread t = scaler;
+        if (t != null && t != Thread.currentThread()) {
+            t.interrupt();
+        }
+        try {
+            if (scaling.tryLock(Math.max(deadline - System.nanoTime(), Duration.ofMillis(100).toNanos()), java.util.concurrent.TimeUnit.NANOSECONDS)) {
+                return true;
+            }
+            log.warn("unload of model '{}' version {}: an instance change did not end by the deadline; unloading without it", name(), version());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        return false;
     }
 
     /** Withdraws and fails every request still queued: those the batcher hands back, then any other not yet dispatched. */

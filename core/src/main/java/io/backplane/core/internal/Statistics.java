@@ -13,7 +13,7 @@ import java.util.concurrent.atomic.LongAdder;
 /**
  * The core's one statistics hook: cumulative per-version counters for Triton's statistics
  * extension, fed by the same events as the listeners (it is the first listener, so it sees every
- * event). Entries exist only for versions that accepted or executed a request; a version's
+ * event). Entries exist only for versions that loaded with instances, or accepted or executed a request; a version's
  * counters survive its reloads, as Triton's do. Thread-safe; the hot path is a map lookup and a
  * few adder increments.
  *
@@ -57,6 +57,13 @@ public final class Statistics implements HostListener {
         final LongAdder interTokens = new LongAdder();
         final LongAdder interTokenNanos = new LongAdder();
         final LongAdder outputTokens = new LongAdder();
+        /** Instances now (instancesChanged); 0 once unloaded. */
+        final java.util.concurrent.atomic.AtomicInteger instances = new java.util.concurrent.atomic.AtomicInteger();
+    }
+
+    @Override
+    public void instancesChanged(String model, long version, int instances) {
+        of(model, version).instances.set(instances);
     }
 
     private Counters of(String model, long version) {
@@ -112,7 +119,7 @@ public final class Statistics implements HostListener {
         Counters c = counters.get(new Key(model, version));
         if (c == null) {
             var z = ModelStatistics.Duration.ZERO;
-            return new ModelStatistics(model, version, 0, 0, 0, z, z, z, z, z, z, List.of(), List.of());
+            return new ModelStatistics(model, version, 0, 0, 0, z, z, z, z, z, z, List.of(), List.of(), z, z, ModelStatistics.Generation.ZERO, 0);
         }
         var compute = c.compute.get();
         var none = new ModelStatistics.Duration(compute.count(), 0);
@@ -124,6 +131,6 @@ public final class Statistics implements HostListener {
         return new ModelStatistics(model, version, c.lastInference.get(), c.inferences.sum(), c.executions.sum(), c.success.get(),
                 c.fail.get(), c.queue.get(), none, compute, none, batches, List.of(), c.cacheHit.get(), c.cacheMiss.get(),
                 new ModelStatistics.Generation(c.firstToken.get(), new ModelStatistics.Duration(c.interTokens.sum(), c.interTokenNanos.sum()),
-                        c.outputTokens.sum()));
+                        c.outputTokens.sum()), c.instances.get());
     }
 }

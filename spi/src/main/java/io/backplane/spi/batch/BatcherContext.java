@@ -19,7 +19,12 @@ public interface BatcherContext {
     /** The model version. */
     long version();
 
-    /** How many instances pull batches from this batcher. */
+    /**
+     * How many instances pull batches from this batcher when the version loads. The count of a
+     * model whose batcher is {@code dynamic} or {@code none} may change while it serves (a load
+     * whose config override changes only instance counts, or an autoscaling policy); instance
+     * indexes then go past it. Other batchers' models reload instead, so their count is fixed.
+     */
     int instanceCount();
 
     /**

@@ -27,10 +27,12 @@ import org.jspecify.annotations.Nullable;
 public final class ModelConfig {
     /**
      * The {@code parameters} keys the host itself reads ({@code batcher}: the batcher's name;
-     * {@code execute_timeout_ms}: the execute watchdog). A backend that rejects parameters it does
-     * not know must accept these.
+     * {@code execute_timeout_ms}: the execute watchdog; {@code autoscale_*}: the autoscaling policy
+     * that changes the instance count while the model serves, see docs/model-repository.md). A
+     * backend that rejects parameters it does not know must accept these.
      */
-    public static final Set<String> HOST_PARAMETERS = Set.of("batcher", "execute_timeout_ms");
+    public static final Set<String> HOST_PARAMETERS = Set.of("batcher", "execute_timeout_ms", "autoscale_min_instances", "autoscale_max_instances",
+            "autoscale_queue_depth", "autoscale_queue_delay_us", "autoscale_idle_ms", "autoscale_interval_ms");
 
     private final String name;
     private final String platform;

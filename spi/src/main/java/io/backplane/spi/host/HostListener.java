@@ -101,6 +101,15 @@ public interface HostListener {
     default void instanceRestarted(String model, long version, String instance) {
     }
 
+    /**
+     * The number of instances of a version is now {@code instances}: once when it has loaded, each
+     * time its instance counts change while it serves (a load whose config override changes only
+     * {@code instance_group} counts, or the model's autoscaling policy), and 0 when it has unloaded.
+     * A retiring instance counts until it is closed.
+     */
+    default void instancesChanged(String model, long version, int instances) {
+    }
+
     /** A second release of an already-ended request was suppressed (L4). */
     default void duplicateReleaseSuppressed(String model, long version) {
     }

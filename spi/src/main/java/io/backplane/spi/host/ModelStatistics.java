@@ -24,10 +24,12 @@ import java.util.List;
  * @param generation time to first token, inter-token latency and output tokens, from the responses
  *     that carried output ({@link HostListener#responseSent}); Backplane's own figures, which
  *     Triton's statistics do not have
+ * @param instances the version's instances now ({@link HostListener#instancesChanged}); 0 once it
+ *     unloaded, and for an ensemble; Backplane's own figure, which Triton's statistics do not have
  */
 public record ModelStatistics(String name, long version, long lastInference, long inferenceCount, long executionCount,
         Duration success, Duration fail, Duration queue, Duration computeInput, Duration computeInfer, Duration computeOutput,
-        List<BatchStatistics> batches, List<MemoryUsage> memoryUsage, Duration cacheHit, Duration cacheMiss, Generation generation) {
+        List<BatchStatistics> batches, List<MemoryUsage> memoryUsage, Duration cacheHit, Duration cacheMiss, Generation generation, int instances) {
 
     public ModelStatistics {
         requireNonNull(name, "name is null");
@@ -36,6 +38,14 @@ public record ModelStatistics(String name, long version, long lastInference, lon
         requireNonNull(cacheHit, "cacheHit is null");
         requireNonNull(cacheMiss, "cacheMiss is null");
         requireNonNull(generation, "generation is null");
+    }
+
+    /** Statistics without an instance count (0). */
+    public ModelStatistics(String name, long version, long lastInference, long inferenceCount, long executionCount,
+            Duration success, Duration fail, Duration queue, Duration computeInput, Duration computeInfer, Duration computeOutput,
+            List<BatchStatistics> batches, List<MemoryUsage> memoryUsage, Duration cacheHit, Duration cacheMiss, Generation generation) {
+        this(name, version, lastInference, inferenceCount, executionCount, success, fail, queue, computeInput, computeInfer, computeOutput,
+                batches, memoryUsage, cacheHit, cacheMiss, generation, 0);
     }
 
     /** Statistics without generation figures (none of its responses carried output). */

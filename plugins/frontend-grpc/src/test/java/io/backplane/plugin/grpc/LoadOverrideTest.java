@@ -55,6 +55,7 @@ class LoadOverrideTest {
 
     @TempDir
     Path repo;
+    final TestBackend backend = new TestBackend();
     BackplaneHost host;
     GrpcFrontend grpc;
     Frontend http;
@@ -72,7 +73,7 @@ class LoadOverrideTest {
                 output [{ name: "OUT0" data_type: TYPE_FP32 dims: [-1] }]
                 """);
         Files.writeString(m.resolve("weights.bin"), "repository file");
-        host = BackplaneHost.builder().backend(new TestBackend()).modelRepository(repo).modelControlMode(ModelControlMode.EXPLICIT)
+        host = BackplaneHost.builder().backend(backend).modelRepository(repo).modelControlMode(ModelControlMode.EXPLICIT)
                 .unloadTimeout(Duration.ofSeconds(5)).build();
         grpc = (GrpcFrontend) new GrpcFrontendFactory().create(TestSupport.context(host, Map.of("host", "127.0.0.1", "port", "0")));
         grpc.start();
@@ -212,6 +213,29 @@ class LoadOverrideTest {
         assertEquals(List.of(), modelFolders(), "a config alone writes no files");
         client.repositoryModelLoad(RepositoryModelLoadRequest.newBuilder().setModelName("m").build());
         assertEquals("OUT0", outputName("m"));
+    }
+
+    /**
+     * A config override that changes only the instance count changes the instances in place over
+     * gRPC as over REST: no new backend model; the statistics show the count. Another change reloads.
+     */
+    @Test
+    void loadWithConfigOnly_countsOnly_changesInstancesInPlace() throws Exception {
+        String counted = CONFIG.formatted("m", "OUT0").replaceFirst("}$", ", \"instance_group\": [{\"count\": %d, \"kind\": \"KIND_CPU\"}]}");
+        client.repositoryModelLoad(RepositoryModelLoadRequest.newBuilder().setModelName("m")
+                .putParameters("config", text(counted.formatted(1))).build());
+        int loads = backend.modelsLoaded.get();
+        for (int count : new int[] {3, 1}) {
+            client.repositoryModelLoad(RepositoryModelLoadRequest.newBuilder().setModelName("m")
+                    .putParameters("config", text(counted.formatted(count))).build());
+            assertEquals(loads, backend.modelsLoaded.get(), "no new backend model: the instances changed in place");
+            assertEquals(count, host.statistics("m", 1).getFirst().instances());
+            assertEquals(count, host.modelConfig("m", 1).instanceGroups().getFirst().count());
+        }
+        client.repositoryModelLoad(RepositoryModelLoadRequest.newBuilder().setModelName("m")
+                .putParameters("config", text(CONFIG.formatted("m", "RENAMED").replaceFirst("}$", ", \"instance_group\": [{\"count\": 2}]}"))).build());
+        assertEquals(loads + 1, backend.modelsLoaded.get(), "another difference reloads");
+        assertEquals("RENAMED", outputName("m"));
     }
 
     @Test

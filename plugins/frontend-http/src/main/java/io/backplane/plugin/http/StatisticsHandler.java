@@ -78,6 +78,9 @@ final class StatisticsHandler implements RestRoute {
                 duration(g, "inter_token", gen.interToken());
                 g.writeNumberField("output_tokens", gen.outputTokens());
                 g.writeEndObject();
+                g.writeObjectFieldStart("instance_stats"); // Backplane's own, beside generation_stats: instances now
+                g.writeNumberField("count", st.instances());
+                g.writeEndObject();
                 g.writeEndObject();
             }
             g.writeEndArray();

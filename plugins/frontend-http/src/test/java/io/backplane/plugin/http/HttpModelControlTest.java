@@ -103,6 +103,38 @@ class HttpModelControlTest {
         assertEquals(200, get("/v2/health/live").statusCode());
     }
 
+    /**
+     * Triton's workflow for a new instance count: read the config, change {@code instance_group}
+     * count, load it back as an override. Only the count differs, so the instances change in place
+     * (no new backend model); the config and Backplane's {@code instance_stats} show the count.
+     */
+    @Test
+    void loadWithConfigOverride_countsOnly_changesInstancesInPlace() throws Exception {
+        model("elastic", """
+                backend: "testing"
+                input [{ name: "IN0" data_type: TYPE_FP32 dims: [-1] }]
+                output [{ name: "OUT0" data_type: TYPE_FP32 dims: [-1] }]
+                instance_group [{ count: 1 kind: KIND_CPU }]
+                """);
+        assertEquals(200, post("/v2/repository/models/elastic/load", "").statusCode());
+        int loads = backend.modelsLoaded.get();
+        for (int count : new int[] {3, 1, 4}) {
+            com.fasterxml.jackson.databind.node.ObjectNode config = (com.fasterxml.jackson.databind.node.ObjectNode) JSON.readTree(
+                    get("/v2/models/elastic/config").body());
+            ((com.fasterxml.jackson.databind.node.ObjectNode) config.get("instance_group").get(0)).put("count", count);
+            String body = JSON.writeValueAsString(Map.of("parameters", Map.of("config", JSON.writeValueAsString(config))));
+
+            HttpResponse<String> r = post("/v2/repository/models/elastic/load", body);
+
+            assertEquals(200, r.statusCode(), r.body());
+            assertEquals(loads, backend.modelsLoaded.get(), "no new backend model: the instances changed in place");
+            assertEquals(count, JSON.readTree(get("/v2/models/elastic/config").body()).get("instance_group").get(0).get("count").asInt());
+            JsonNode stats = JSON.readTree(get("/v2/models/elastic/stats").body()).get("model_stats").get(0);
+            assertEquals(count, stats.get("instance_stats").get("count").asInt(), stats.toString());
+            assertEquals(200, get("/v2/models/elastic/ready").statusCode());
+        }
+    }
+
     @Test
     void serverMetadata_reportsTheConfiguredName() throws Exception {
         JsonNode md = JSON.readTree(get("/v2").body());

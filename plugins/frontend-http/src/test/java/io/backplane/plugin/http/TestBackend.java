@@ -29,6 +29,8 @@ public final class TestBackend implements BackendFactory {
     public volatile boolean ready = true;
     public volatile long delayMillis = 200;
     public final AtomicInteger executed = new AtomicInteger();
+    /** Backend models created (loadModel calls that returned). */
+    public final AtomicInteger modelsLoaded = new AtomicInteger();
 
     @Override
     public String name() {
@@ -99,6 +101,7 @@ public final class TestBackend implements BackendFactory {
             public Model loadModel(ModelContext ctx) {
                 ModelConfig config = ctx.config();
                 String mode = config.parameters().getOrDefault("mode", "identity");
+                modelsLoaded.incrementAndGet();
                 return new Model() {
                     @Override
                     public ModelInstance createInstance(InstanceContext ictx) {

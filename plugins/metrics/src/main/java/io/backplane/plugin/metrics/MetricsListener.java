@@ -37,6 +37,8 @@ import org.jspecify.annotations.Nullable;
  *   <li>{@code backplane_inference_batches_total{model,version}} and
  *       {@code backplane_inference_batch_size{model,version}} (summary)
  *   <li>{@code backplane_instance_restarts_total{model,version}}
+ *   <li>{@code backplane_model_instances{model,version}} (gauge): instances now; it changes while
+ *       the model serves (a load whose override changes only instance counts, or autoscaling)
  *   <li>{@code backplane_duplicate_releases_total{model,version}} (L4 suppressed second releases)
  *   <li>{@code backplane_time_to_first_token_seconds{model,version}} (histogram): per request that
  *       sent output, from its acceptance to its first response with output
@@ -81,12 +83,13 @@ final class MetricsListener implements HostListener {
 
     private final class ModelMeters {
         final AtomicLong inFlight = new AtomicLong();
+        final AtomicLong instances = new AtomicLong();
         final TritonMetrics.@Nullable Series nv;
         final @Nullable BackplaneMeters bp;
 
         ModelMeters(String model, String version) {
             nv = triton == null ? null : triton.series(model, version.equals("none") ? "" : version);
-            bp = backplane ? new BackplaneMeters(model, version, inFlight) : null;
+            bp = backplane ? new BackplaneMeters(model, version, inFlight, instances) : null;
         }
     }
 
@@ -103,7 +106,7 @@ final class MetricsListener implements HostListener {
         final Timer interToken;
         final Counter outputTokens;
 
-        BackplaneMeters(String model, String version, AtomicLong inFlight) {
+        BackplaneMeters(String model, String version, AtomicLong inFlight, AtomicLong instances) {
             success = Counter.builder("backplane.inference.success").description("Requests that ended successfully")
                     .tags("model", model, "version", version).register(registry);
             for (Outcome o : Outcome.values()) {
@@ -119,6 +122,8 @@ final class MetricsListener implements HostListener {
                     .tags("model", model, "version", version).publishPercentileHistogram()
                     .minimumExpectedValue(Duration.ofNanos(1000)).maximumExpectedValue(Duration.ofSeconds(60)).register(registry);
             Gauge.builder("backplane.inference.inflight.requests", inFlight, AtomicLong::get).description("Requests accepted and not yet ended")
+                    .tags("model", model, "version", version).register(registry);
+            Gauge.builder("backplane.model.instances", instances, AtomicLong::get).description("Instances of the model version now")
                     .tags("model", model, "version", version).register(registry);
             batches = Counter.builder("backplane.inference.batches").description("Batches dispatched to instances")
                     .tags("model", model, "version", version).register(registry);
@@ -279,6 +284,13 @@ final class MetricsListener implements HostListener {
                 mm.bp.batches.increment();
                 mm.bp.batchSize.record(batchSize);
             }
+        }
+    }
+
+    @Override
+    public void instancesChanged(String model, long version, int instances) {
+        if (!stopped) {
+            of(model, version).instances.set(instances);
         }
     }
 

@@ -127,13 +127,17 @@ class MetricsFrontendTest {
             assertTrue(text.contains("# TYPE nv_model_load_duration_secs gauge\n"), text);
             // Loaded before the plugin started: the host replays its load time to the late listener.
             assertTrue(sample(text, "nv_model_load_duration_secs", "model=\"identity\"", "version=\"1\"") >= 0, text);
+            assertEquals(1.0, sample(text, "backplane_model_instances", "model=\"identity\"", "version=\"1\""), text); // replayed too
             assertEquals(-1.0, sample(text, "nv_model_load_duration_secs", "model=\"later\""), text);
             host.load("later");
             assertTrue(sample(metrics.scrape(), "nv_model_load_duration_secs", "model=\"later\"", "version=\"1\"") >= 0);
             host.load("later"); // a reload loads the new copy beside the old, then unloads the old one
             assertTrue(sample(metrics.scrape(), "nv_model_load_duration_secs", "model=\"later\"", "version=\"1\"") >= 0);
+            assertEquals(1.0, sample(metrics.scrape(), "backplane_model_instances", "model=\"later\"", "version=\"1\""), "the new copy's count");
+            assertEquals(1.0, sample(metrics.scrape(), "backplane_model_instances", "model=\"later\"", "version=\"1\""));
             host.unload("later");
             text = metrics.scrape();
+            assertEquals(0.0, sample(text, "backplane_model_instances", "model=\"later\"", "version=\"1\""), text);
             assertEquals(-1.0, sample(text, "nv_model_load_duration_secs", "model=\"later\""), text);
             assertTrue(sample(text, "nv_model_load_duration_secs", "model=\"identity\"", "version=\"1\"") >= 0, text);
         }
