@@ -69,6 +69,9 @@ class ElasticInstancesTest {
     private volatile boolean stop;
     /** The host's ticker is the system clock (the autoscaler's own thread decides), not the test's. */
     private boolean realClock;
+    /** Inside the config's instance group (e.g. a {@code rate_limiter}); and whether the host's rate limiter is on. */
+    private String groupExtra = "";
+    private boolean rateLimited;
     private int perModelCap = HostOptions.Limits.DEFAULT_MAX_INSTANCES_PER_MODEL;
     private int perHostCap = HostOptions.Limits.DEFAULT_MAX_INSTANCES_PER_HOST;
 
@@ -92,13 +95,14 @@ class ElasticInstancesTest {
                 max_batch_size: 4
                 input [ { name: "IN" data_type: TYPE_INT64 dims: [ 1 ] } ]
                 output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 1 ] } ]
-                instance_group [ { count: 1 kind: KIND_CPU } ]
+                instance_group [ { count: 1 kind: KIND_CPU %s } ]
                 %s
                 %s
-                """.formatted(batching, extra));
+                """.formatted(groupExtra, batching, extra));
         Files.createDirectories(dir.resolve("1"));
         host = BackplaneHost.builder().backend(backend).modelRepository(repo).modelControlMode(ModelControlMode.EXPLICIT)
                 .ticker(realClock ? io.backplane.spi.Ticker.system() : now::get)
+                .rateLimit(rateLimited ? io.backplane.core.RateLimitMode.EXECUTION_COUNT : io.backplane.core.RateLimitMode.OFF)
                 .unloadTimeout(Duration.ofSeconds(20)).maxInstancesPerModel(perModelCap).maxInstancesPerHost(perHostCap).listener(new HostListener() {
                     @Override
                     public void requestEnded(String model, long version, Outcome outcome, long queueNanos, long computeNanos) {
@@ -123,9 +127,13 @@ class ElasticInstancesTest {
     }
 
     private ModelVersion version(BackplaneHost h) throws ReflectiveOperationException {
+        return runtime(h).registry().route("m", 1);
+    }
+
+    private static HostRuntime runtime(BackplaneHost h) throws ReflectiveOperationException {
         var f = BackplaneHost.class.getDeclaredField("runtime");
         f.setAccessible(true);
-        return ((HostRuntime) f.get(h)).registry().route("m", 1);
+        return (HostRuntime) f.get(h);
     }
 
     /** Clients: each sends a request, waits for it, and goes on until told to stop; a failure is recorded. */
@@ -235,6 +243,38 @@ class ElasticInstancesTest {
         assertCleanRun();
         assertTrue(backend.closes.size() > 10, "instances came and went: " + backend.closes.size());
         backend.closes.forEach((id, n) -> assertTrue(n.get() <= 1, "instance " + id + " closed " + n.get() + " times"));
+    }
+
+    /**
+     * A group with a {@code rate_limiter}: instances added in place wait for the resource like those
+     * made at load (one global copy: never two executes at once, however many instances), and
+     * retired ones leave the limiter.
+     */
+    @Test
+    void overrideLoad_rateLimitedGroup_addedInstancesShareTheResource_retiredOnesLeaveTheLimiter() throws Exception {
+        rateLimited = true;
+        groupExtra = "rate_limiter { resources [ { name: \"R\" global: true count: 1 } ] }";
+        String limiter = ", \"rate_limiter\": {\"resources\": [{\"name\": \"R\", \"global\": true, \"count\": 1}]}";
+        BackplaneHost h = start("", "");
+        ModelVersion v = version(h);
+        RateLimiter limiterOfHost = runtime(h).context().rateLimiter();
+        assertEquals(1, limiterOfHost.registered());
+        startClients(h);
+        for (int target : new int[] {4, 1, 3, 1}) {
+            int before = sent.get();
+            backend.await(() -> sent.get() >= before + CLIENTS);
+
+            h.load("m", new LoadOverride(override(target, "").replace("\"KIND_CPU\"}", "\"KIND_CPU\"" + limiter + "}"), Map.of()));
+
+            assertTrue(version(h) == v, "the same version serves: nothing reloaded");
+            assertEquals(target, v.instanceCount());
+            assertEquals(target, limiterOfHost.registered(), "one gate per serving instance");
+        }
+        int last = sent.get();
+        backend.await(() -> sent.get() >= last + 4 * CLIENTS);
+        stopClients();
+        assertCleanRun();
+        assertEquals(1, backend.maxInside.get(), "one copy of R: never two executes at once");
     }
 
     @Test
@@ -445,6 +485,9 @@ class ElasticInstancesTest {
         final AtomicInteger modelsLoaded = new AtomicInteger();
         final AtomicInteger modelsClosed = new AtomicInteger();
         final AtomicInteger executing = new AtomicInteger();
+        /** Executes running at once, over the whole execute; and the most seen. */
+        final AtomicInteger inside = new AtomicInteger();
+        final AtomicInteger maxInside = new AtomicInteger();
         final AtomicInteger failCreates = new AtomicInteger();
         final AtomicInteger paused = new AtomicInteger();
         volatile @Nullable CountDownLatch creating;
@@ -549,6 +592,15 @@ class ElasticInstancesTest {
                             return new ModelInstance() {
                                 @Override
                                 public void execute(List<ScheduledRequest> batch) throws Exception {
+                                    maxInside.accumulateAndGet(inside.incrementAndGet(), Math::max);
+                                    try {
+                                        run(batch);
+                                    } finally {
+                                        inside.decrementAndGet();
+                                    }
+                                }
+
+                                private void run(List<ScheduledRequest> batch) throws Exception {
                                     synchronized (monitor) {
                                         executing.incrementAndGet();
                                         monitor.notifyAll();
