@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fleet test: deploy/swarm/stack.yml run for real on this machine, one command, bounded.
 #
-#   sudo tools/fleet-test.sh          (after ./mvnw -B -DskipTests package; about 4 minutes)
+#   sudo tools/fleet-test.sh          (after ./mvnw -B -DskipTests package; about 3 minutes)
 #
 # Hosts are network namespaces (bpf-h1..bpf-h3) on a bridge this script makes (bpfleet0,
 # 10.213.0.0/24, no default route: nothing leaves it, and a daemon's attempt to reach a registry
@@ -38,14 +38,24 @@ IMAGE=backplane-fleet:local
 STACK=fleet
 LB=$NET.11
 CLIENTS=4
-WORK=$(mktemp -d /tmp/fleet-test.XXXXXX)
+WORK=""
+TIME_LIMIT=${FLEET_TEST_TIME_LIMIT:-900}
 NETNS_DIR_WAS_THERE=$([ -d /run/netns ] && echo yes || echo no)   # `ip netns add` makes it a mount point
 T_START=$(date +%s)
 
 say() { echo "fleet-test: $*"; }
-skip() { say "SKIP: $*"; exit 0; }
+SKIPPED=""
+skip() {
+  SKIPPED=yes
+  say "SKIP: $*"
+  exit 0
+}
 fail() {
   say "FAIL: $*" >&2
+  if [ -S "$STATE/h1/docker.sock" ]; then # what the balancer saw: server state changes and failed checks
+    echo "--- HAProxy's log, last lines:" >&2
+    timeout 10 "$DOCKER" -H "unix://$STATE/h1/docker.sock" service logs --raw "${STACK}_haproxy" 2>&1 | tail -n 25 >&2
+  fi
   if [ -n "${FLEET_TEST_HOLD:-}" ]; then # debugging: keep everything up until this file exists
     say "holding the fleet until $FLEET_TEST_HOLD exists (docker -H unix://$STATE/h1/docker.sock ...)" >&2
     until [ -e "$FLEET_TEST_HOLD" ]; do sleep 1; done
@@ -74,7 +84,6 @@ cleanup() {
   local rc=$? h pid
   trap - EXIT INT TERM
   set +e
-  [ -f "$WORK/stop" ] || touch "$WORK/stop"
   for pid in $(jobs -p); do kill "$pid" 2>/dev/null; done
   if [ -S "$STATE/h1/docker.sock" ]; then
     timeout 30 "$DOCKER" -H "unix://$STATE/h1/docker.sock" stack rm "$STACK" >/dev/null 2>&1
@@ -104,12 +113,15 @@ cleanup() {
   fi
   iptables -D FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT 2>/dev/null
   rm -rf "$WORK"
-  say "cleaned up ($(( $(date +%s) - T_START )) s in all)"
+  [ -n "$SKIPPED" ] || say "cleaned up ($(( $(date +%s) - T_START )) s in all)"
   exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'say "FAIL: stopped by SIGTERM (or past FLEET_TEST_TIME_LIMIT=$TIME_LIMIT s)" >&2; exit 143' TERM
+WORK=$(mktemp -d /tmp/fleet-test.XXXXXX)
+# The whole run is bounded: past TIME_LIMIT seconds the watchdog stops it (the cleanup runs).
+( trap 'kill "$s" 2>/dev/null; exit 0' TERM; sleep "$TIME_LIMIT" & s=$!; wait "$s" && kill -TERM $$ ) >/dev/null 2>&1 &
 
 # ---------------------------------------------------------------- hosts: namespaces on a bridge
 ip netns add "${NS_PREFIX}probe" 2>/dev/null || skip "cannot make network namespaces (ip netns add failed)"
