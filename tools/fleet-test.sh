@@ -12,7 +12,7 @@
 # daemon; nothing is pulled. The load comes from tools/fleet-load.py (REST) and `backplane bench`
 # (gRPC), from the root namespace, through HAProxy on 10.213.0.11. Scenarios, each printing its figures:
 #   1. scale 1 -> 3 replicas under load: no failed request, every replica serves
-#   2. Prometheus: sum(increase(nv_inference_request_success[40s])) within 2% of the clients' count
+#   2. Prometheus: sum(increase(nv_inference_request_success[60s])) within 2% of the clients' count
 #   3. rolling update to version 2 of the model under load: no failed request, version 2 at the end
 #   4. SIGKILL of a replica under load: only requests sent before the kill fail (at most one per
 #      client), HAProxy marks the replica down within fall x (inter + timeout check)
@@ -291,7 +291,7 @@ say "   gRPC (h2) through HAProxy, backplane bench, 2 clients for 4 s: ${grpc_rp
 prom_targets() { [ "$(prom 'count(up{job="backplane"} == 1)')" = 3 ]; }
 wait_for 30 "Prometheus scraping 3 replicas" prom_targets
 sleep 1 # a scrape of every replica after the last request of scenario 1 (the scrape interval is 250 ms)
-WIN=40
+WIN=60
 tw=$(date +%s)
 load_start metrics
 sleep 12

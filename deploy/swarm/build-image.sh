@@ -29,7 +29,6 @@ JDK=${BACKPLANE_JDK:-$(. tools/find-jdk.sh && find_jdk jlink || echo /usr/lib/jv
 PACKAGES=python3,python3-numpy,haproxy,prometheus,ca-certificates,curl
 
 [ "$(id -u)" = 0 ] || { echo "build-image: needs root (debootstrap, chroot)" >&2; exit 3; }
-command -v debootstrap >/dev/null || { echo "build-image: no debootstrap (apt-get install debootstrap)" >&2; exit 3; }
 [ -x "$DIST/bin/backplane" ] || { echo "build-image: no $DIST; run ./mvnw -B -DskipTests package first" >&2; exit 1; }
 [ -x "$JDK/bin/jlink" ] || { echo "build-image: no jlink in '$JDK'; set BACKPLANE_JDK to a JDK 25" >&2; exit 1; }
 mkdir -p "$CACHE"
@@ -37,6 +36,7 @@ mkdir -p "$CACHE"
 # 1. The Debian root file system (cached as a tarball; minbase plus the packages above).
 ROOTFS_TAR=$CACHE/rootfs-$SUITE.tar
 if [ ! -s "$ROOTFS_TAR" ]; then
+  command -v debootstrap >/dev/null || { echo "build-image: no debootstrap (apt-get install debootstrap)" >&2; exit 3; }
   tmp=$(mktemp -d "$CACHE/rootfs.XXXXXX")
   trap 'umount -R "$tmp/proc" 2>/dev/null || true; rm -rf "$tmp"' EXIT
   echo "build-image: debootstrap $SUITE from $MIRROR (once; cached in $ROOTFS_TAR)" >&2
