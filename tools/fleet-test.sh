@@ -25,7 +25,6 @@
 # exits 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
 
 HOSTS=(h1 h2 h3)
 NS_PREFIX=bpf-
@@ -160,12 +159,15 @@ for h in "${HOSTS[@]}"; do
   ) >"$WORK/dockerd-$h.log" 2>&1 &
   PIDS+=($!)
 done
-for h in "${HOSTS[@]}"; do
-  for _ in $(seq 1 150); do dk "$h" info >/dev/null 2>&1 && break; sleep 0.2; done
-  if ! dk "$h" info >/dev/null 2>&1; then
-    tail -n 5 "$WORK/dockerd-$h.log" >&2
-    skip "dockerd does not start in a network namespace here (its log's last lines above)"
-  fi
+for k in "${!HOSTS[@]}"; do
+  h=${HOSTS[$k]}
+  for _ in $(seq 1 150); do
+    dk "$h" info >/dev/null 2>&1 && break
+    kill -0 "${PIDS[$k]}" 2>/dev/null || break # it exited
+    sleep 0.2
+  done
+  dk "$h" info >/dev/null 2>&1 \
+    || skip "dockerd does not start in a network namespace here: $(grep -v '^$' "$WORK/dockerd-$h.log" | tail -n 1 | cut -c1-200)"
 done
 say "hosts: ${#HOSTS[@]} namespaces on $BRIDGE, one dockerd each ($(dk h1 version -f '{{.Server.Version}}')), $(( $(date +%s) - T_START )) s"
 
