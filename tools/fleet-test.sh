@@ -287,6 +287,15 @@ read -r _ grpc_rps _ _ _ _ _ grpc_err < <(awk '$1 == 2 && NF == 8' "$grpc_out") 
 say "   gRPC (h2) through HAProxy, backplane bench, 2 clients for 4 s: ${grpc_rps:-?} requests/s, ${grpc_err:-?} errors"
 [ "${grpc_err:-x}" = 0 ] || { cat "$grpc_out" >&2; fail "scale: gRPC through HAProxy had errors"; }
 [ "$failed" = 0 ] || fail "scale: $failed requests failed: $(jq_ "$WORK/load-scale.json" 'd["failures"][:3]')"
+nofile=""
+for h in "${HOSTS[@]}"; do
+  if read -r cid _ < <(replica "$h"); then
+    nofile=$(dk "$h" exec "$cid" awk '/^Max open files/ {print $4 "/" $5}' /proc/1/limits)
+    break
+  fi
+done
+say "   open files of a replica's server process (soft/hard): $nofile"
+[ "$nofile" = 16384/16384 ] || fail "scale: a replica's open-files limit is '$nofile', not the daemons' default 16384/16384"
 [ "$(lb_servers backplane_grpc | awk '$3 == "UP" && $4 > 0' | wc -l)" -ge 2 ] || fail "scale: gRPC reached fewer than 2 replicas: $(lb_servers backplane_grpc)"
 
 # ---------------------------------------------------------------- 2. Prometheus against the clients' count
