@@ -173,7 +173,8 @@ say "hosts: ${#HOSTS[@]} namespaces on $BRIDGE, one dockerd each ($(dk h1 versio
 
 # ---------------------------------------------------------------- the image, offline
 set +e
-deploy/swarm/build-image.sh "$CACHE/backplane-fleet.tar" 2>"$WORK/build.log"
+# The image tarball goes to $WORK (removed at the end); the build's caches stay in $CACHE.
+deploy/swarm/build-image.sh "$WORK/backplane-fleet.tar" 2>"$WORK/build.log"
 rc=$?
 set -e
 [ $rc = 3 ] && skip "$(tail -n 1 "$WORK/build.log")"
@@ -181,11 +182,11 @@ set -e
 IMPORTS=()
 for h in "${HOSTS[@]}"; do
   dk "$h" import --change 'ENTRYPOINT ["/opt/backplane/bin/backplane"]' --change 'CMD ["serve"]' \
-    "$CACHE/backplane-fleet.tar" "$IMAGE" >"$WORK/import-$h.log" 2>&1 &
+    "$WORK/backplane-fleet.tar" "$IMAGE" >"$WORK/import-$h.log" 2>&1 &
   IMPORTS+=($!)
 done
 for pid in "${IMPORTS[@]}"; do wait "$pid" || fail "docker import failed: $(cat "$WORK"/import-*.log)"; done
-say "image: $IMAGE imported on ${#HOSTS[@]} daemons ($(( $(stat -c %s "$CACHE/backplane-fleet.tar") / 1048576 )) MiB), $(( $(date +%s) - T_START )) s"
+say "image: $IMAGE imported on ${#HOSTS[@]} daemons ($(( $(stat -c %s "$WORK/backplane-fleet.tar") / 1048576 )) MiB), $(( $(date +%s) - T_START )) s"
 
 # ---------------------------------------------------------------- the swarm and the stack
 dk h1 swarm init --advertise-addr "$NET.11" --listen-addr "$NET.11:2377" >/dev/null
