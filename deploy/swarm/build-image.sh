@@ -65,7 +65,7 @@ if [ ! -x "$JRE/bin/java" ]; then
   echo "build-image: jlink $JDK_ID into $JRE (once)" >&2
   rm -rf "$JRE.new"
   modules=$("$JDK/bin/java" --list-modules | cut -d@ -f1 | grep -v -x -E 'jdk.jlink|jdk.jpackage' | paste -sd,)
-  "$JDK/bin/jlink" --add-modules "$modules" --strip-debug --no-man-pages --no-header-files --output "$JRE.new"
+  "$JDK/bin/jlink" --add-modules "$modules" --strip-debug --no-man-pages --no-header-files --output "$JRE.new" >&2
   mv "$JRE.new" "$JRE"
 fi
 
