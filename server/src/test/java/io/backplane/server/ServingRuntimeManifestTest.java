@@ -98,7 +98,7 @@ class ServingRuntimeManifestTest {
         ServeCommand serve = parseServe(args(c), new ArrayList<>());
         assertEquals(List.of(Path.of(KSERVE_MODEL_DIR)), serve.modelRepositories);
         assertEquals(KSERVE_HTTP_PORT, serve.httpPort);
-        assertEquals(9000, serve.grpcPort); // docs/server.md and docs/deploy-kubernetes.md: grpc-v2 predictors declare h2c 9000
+        assertEquals(9000, serve.grpcPort); // docs/server.md and docs/deploy.md: grpc-v2 predictors declare h2c 9000
         assertEquals(8002, serve.metricsPort);
         assertEquals(-1, serve.openaiPort);
         assertTrue(serve.strictReadiness, "the readiness probe relies on strict readiness");
@@ -184,24 +184,19 @@ class ServingRuntimeManifestTest {
 
     /**
      * The Deployment the Kubernetes docs give (a {@code kubectl apply -f - <<'YAML'} block of
-     * docs/deploy.md or, before the merge, docs/deploy-kubernetes.md): its container is a valid
+     * docs/deploy.md): its container is a valid
      * Kubernetes Container, its args are real serve options, and its ports, probes, Prometheus
      * annotations and grace period agree with them.
      */
     @Test
     void docsDeployment_conformsToKubernetesAndServe() throws IOException {
         List<JsonNode> deployments = new ArrayList<>();
-        for (String doc : List.of("docs/deploy.md", "docs/deploy-kubernetes.md")) {
-            Path file = REPO.resolve(doc);
-            if (Files.isRegularFile(file)) {
-                for (JsonNode d : heredocYaml(Files.readString(file, StandardCharsets.UTF_8))) {
-                    if ("Deployment".equals(d.path("kind").asText())) {
-                        deployments.add(d);
-                    }
-                }
+        for (JsonNode d : heredocYaml(Files.readString(REPO.resolve("docs/deploy.md"), StandardCharsets.UTF_8))) {
+            if ("Deployment".equals(d.path("kind").asText())) {
+                deployments.add(d);
             }
         }
-        assertTrue(!deployments.isEmpty(), "no Deployment in a kubectl apply block of docs/deploy.md or docs/deploy-kubernetes.md");
+        assertTrue(!deployments.isEmpty(), "no Deployment in a kubectl apply block of docs/deploy.md");
         List<String> problems = new ArrayList<>();
         for (JsonNode d : deployments) {
             problems.addAll(deploymentProblems(d));
@@ -211,11 +206,7 @@ class ServingRuntimeManifestTest {
 
     @Test
     void docsDeployment_brokenCopy_isRefused() throws IOException {
-        Path file = REPO.resolve("docs/deploy-kubernetes.md");
-        Path merged = REPO.resolve("docs/deploy.md");
-        if (Files.isRegularFile(merged) && Files.readString(merged, StandardCharsets.UTF_8).contains("kind: Deployment")) {
-            file = merged;
-        }
+        Path file = REPO.resolve("docs/deploy.md");
         String text = Files.readString(file, StandardCharsets.UTF_8);
         Map<String, String[]> cases = new LinkedHashMap<>();
         cases.put("a grace period the drain does not fit", new String[] {"terminationGracePeriodSeconds: 40     # >= preStop", "terminationGracePeriodSeconds: 30     # >= preStop",
