@@ -390,8 +390,11 @@ final class RequestState implements ScheduledRequest, ResponseSender {
                 return;
             }
             open.set(CLOSED);
-            finish(response);
         }
+        // Past the monitor: every partial delivered before it, none can follow (CLOSED). Ending the
+        // request cancels its open children, whose links hold their own monitors while they send to
+        // this request: under this monitor that order would deadlock (C1 against a step's response).
+        finish(response);
         releaseWaiters();
     }
 
@@ -542,14 +545,15 @@ final class RequestState implements ScheduledRequest, ResponseSender {
      */
     boolean terminate(BackplaneException error, Outcome outcome, String path) {
         if (origin.config().decoupled()) {
-            synchronized (this) {
+            synchronized (this) { // waits for a partial being delivered; none follows once CLOSED
                 if (!open.compareAndSet(OPEN, CLOSED)) {
                     origin.host().duplicateRelease(origin.model(), origin.version(), id, path);
                     return false;
                 }
-                origin.hold().release(this, outcome);
-                deliver(() -> sink.failed(error));
             }
+            // outside the monitor, as in send: the release cancels open children, whose links may be sending to this request
+            origin.hold().release(this, outcome);
+            deliver(() -> sink.failed(error));
             releaseWaiters();
             return true;
         }
