@@ -303,6 +303,10 @@ final class ServeCommand implements Callable<Integer> {
             if (parts.length < 2 || parts.length > 3 || parts[0].isBlank()) {
                 throw new ParameterException(spec.commandLine(), format);
             }
+            if (!parts[0].equals(parts[0].strip())) {
+                throw new ParameterException(spec.commandLine(), "--rate-limit-resource '" + r + "': the resource name '" + parts[0]
+                        + "' has spaces around it; write it without them, exactly as the models' rate_limiter resources name it (names are case-sensitive)");
+            }
             int count;
             int device;
             try {

@@ -137,6 +137,7 @@ class CliOptionsTest {
         "--rate-limit-resource  | :4         | --rate-limit-resource ':4': the format is",
         "--rate-limit-resource  | R1:-1      | --rate-limit-resource 'R1:-1': the format is <name>:<count> or <name>:<count>:<device>, e.g. R1:4 or R1:4:0; count and device are 0 or more",
         "--rate-limit-resource  | R1:4:-2    | count and device are 0 or more",
+        "--rate-limit-resource  | 'R1 :4'    | --rate-limit-resource 'R1 :4': the resource name 'R1 ' has spaces around it; write it without them",
     })
     void serve_badRateLimiterFlag_exitCode2_namesTheFlagAndTheSyntax(String option, String value, String message) throws IOException {
         Files.createDirectories(dir.resolve("repo"));

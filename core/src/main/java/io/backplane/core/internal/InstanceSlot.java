@@ -16,6 +16,7 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
@@ -89,6 +90,14 @@ final class InstanceSlot {
     private volatile @Nullable ModelInstance instance;
     private volatile List<RequestState> executing = List.of();
     private volatile boolean running = true;
+    /**
+     * Set with {@code running} false by {@link #retire}: the worker takes no new batch but still
+     * runs the one it took, waiting for its rate-limiter resources if it must; {@link #stop} (an
+     * unload) clears it, and then a waiting batch ends at once.
+     */
+    private volatile boolean retiring;
+    /** Requests of a decoupled model still streaming from this instance after their execute returned. */
+    private final AtomicInteger streams = new AtomicInteger();
     /** Held by whoever executes on this instance: the worker, or a caller running inline (caller-runs). */
     private final java.util.concurrent.atomic.AtomicBoolean busy = new java.util.concurrent.atomic.AtomicBoolean();
     private volatile @Nullable Thread worker;
@@ -237,6 +246,14 @@ final class InstanceSlot {
     }
 
     private void work() {
+        try {
+            workLoop();
+        } finally {
+            dropClaim(); // a claim staged as the last execute ended: nobody uses it any more
+        }
+    }
+
+    private void workLoop() {
         int failures = 0;
         while (running) {
             if (needsRestart()) {
@@ -269,7 +286,7 @@ final class InstanceSlot {
                 dropClaim();
                 continue;
             }
-            List<RequestState> taken = g == null ? batch : g.acquire(batch, () -> running); // rate limiter: wait for the resources
+            List<RequestState> taken = g == null ? batch : g.acquire(batch, () -> running || retiring); // rate limiter: wait for the resources
             if (taken.isEmpty()) {
                 continue; // every request of the batch ended while it waited, or the slot stops: nothing held
             }
@@ -300,7 +317,7 @@ final class InstanceSlot {
             busy.set(false);
             RateLimiter.Gate g = gate;
             if (g != null) {
-                g.executed(!source.isIdle()); // resources back; with work queued, the instance is staged again at once
+                g.executed(running && !source.isIdle()); // resources back; with work queued, the instance is staged again at once
             }
         }
     }
@@ -413,6 +430,9 @@ final class InstanceSlot {
             for (RequestState r : batch) {
                 if (r.takeReschedule()) {
                     source.reschedule(r);
+                } else if (!r.isClosed()) {
+                    streams.incrementAndGet(); // it streams on from this instance: a retirement waits for it
+                    r.whenClosed(this::streamEnded);
                 }
             }
         } else {
@@ -440,7 +460,16 @@ final class InstanceSlot {
             log.info("instance '{}' of {} restarted (generation {})", name, owner, generation.get());
             // told before it serves: whoever sees the model ready again has seen the restart event
             host.listener().instanceRestarted(owner.name(), owner.version(), name);
-            instance = created;
+            synchronized (this) { // an unload or retirement that closed the slot meanwhile does not see this incarnation
+                if (running) {
+                    instance = created;
+                    created = null;
+                }
+            }
+            if (created != null) {
+                Bounded.run("instance-close-" + name, host.unloadTimeout(), created::close);
+                return failures;
+            }
             return 0;
         } catch (Throwable t) {
             log.warn("instance '{}' of {} failed to restart (attempt {}); retrying in up to {} ms{}", name, owner, failures + 1, max.toMillis(),
@@ -460,7 +489,17 @@ final class InstanceSlot {
         }
     }
 
+    private void streamEnded() {
+        if (streams.decrementAndGet() == 0) {
+            synchronized (streams) {
+                streams.notifyAll();
+            }
+        }
+    }
+
+    /** Stops the worker (an unload): a batch waiting for rate-limiter resources ends at once. */
     void stop() {
+        retiring = false;
         running = false;
     }
 
@@ -500,21 +539,29 @@ final class InstanceSlot {
         return worker != null;
     }
 
-    /** Whether the instance is executing now (its worker, or a caller running inline): the autoscaler's sample. */
+    /**
+     * Whether the instance is executing now (its worker, or a caller running inline) or a decoupled
+     * request it executed still streams: the autoscaler's sample, and a retirement takes idle
+     * instances first.
+     */
     boolean isBusy() {
-        return busy.get();
+        return busy.get() || streams.get() > 0;
     }
 
     /**
      * Retires this slot when its model's instance count is lowered while it serves: the worker
-     * takes no new batch, finishes the one it runs (its senders released on FINAL as always), and
-     * leaves; a caller running inline on it finishes too; then the instance is closed. A worker
-     * still executing after {@code limit} is interrupted, as at unload. Returns false, with the
+     * takes no new batch, finishes the one it runs (its senders released on FINAL as always; a
+     * batch waiting for rate-limiter resources waits on and runs), and leaves; a caller running
+     * inline on it finishes too; the decoupled requests it executed finish their streams; then the
+     * instance is closed. A worker still executing after {@code limit} is interrupted, and streams
+     * still open then end when the instance closes, as at unload. Returns false, with the
      * instance left open, when the calling thread is interrupted first (an unload, which then
      * finalizes the slot itself). Called by the one thread that owns the retirement.
      */
     boolean retire(Duration limit) {
-        stop();
+        retiring = true; // before running turns false: a batch waiting for its resources never sees both false
+        running = false;
+        long deadline = System.nanoTime() + limit.toNanos();
         Thread t = worker;
         try {
             if (t != null && t != Thread.currentThread() && !t.join(limit)) {
@@ -527,7 +574,6 @@ final class InstanceSlot {
             return false;
         }
         // a caller running inline finishes first; tryRunInline and tryHelp see !running from now on
-        long deadline = System.nanoTime() + limit.toNanos();
         boolean claimed;
         while (!(claimed = busy.compareAndSet(false, true)) && System.nanoTime() - deadline < 0) {
             if (Thread.currentThread().isInterrupted()) {
@@ -536,11 +582,33 @@ final class InstanceSlot {
             java.util.concurrent.locks.LockSupport.parkNanos(20_000);
         }
         try {
+            if (!awaitStreams(deadline)) {
+                return false;
+            }
             closeInstance(limit);
         } finally {
             if (claimed) {
                 busy.set(false);
             }
+        }
+        return true;
+    }
+
+    /** Waits until no decoupled request streams from this instance, or the deadline; false when interrupted. */
+    private boolean awaitStreams(long deadline) {
+        synchronized (streams) {
+            long left;
+            while (streams.get() > 0 && (left = deadline - System.nanoTime()) > 0) {
+                try {
+                    TimeUnit.NANOSECONDS.timedWait(streams, left);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return false;
+                }
+            }
+        }
+        if (streams.get() > 0) {
+            log.warn("retiring instance '{}' of {}: {} decoupled request(s) still streaming at the deadline end as it closes", name, owner, streams.get());
         }
         return true;
     }

@@ -59,6 +59,8 @@ import org.slf4j.LoggerFactory;
  */
 final class ModelVersion {
     private static final Logger log = LoggerFactory.getLogger(ModelVersion.class);
+    /** The longest the autoscaler waits between checks after its changes failed in a row. */
+    private static final long AUTOSCALE_MAX_BACKOFF_MILLIS = 60_000;
 
     private final VersionContext context;
     private final HostContext host;
@@ -532,6 +534,11 @@ final class ModelVersion {
         return admission.openIds();
     }
 
+    /** Requests accepted and not yet ended (the autoscaler's sample; tests). */
+    List<RequestState> openRequests() {
+        return admission.openRequests();
+    }
+
     /** The instances serving or finishing their work (a retiring one counts until it is finalized). */
     public int instanceCount() {
         return instances.size();
@@ -562,13 +569,14 @@ final class ModelVersion {
      * Changes the instance counts to those of {@code next} ({@link #resizableTo}) while the version
      * serves: no new version, batcher or backend model; queued and running requests are untouched.
      * New instances start first (in parallel, as at load); one that fails to start is logged and
-     * closed, and the others serve on. Then the instances to retire (the newest of their group and
-     * device) take no new batch, finish the one they run and are closed, each within the unload
-     * timeout. Serialised with other changes; an unload interrupts a change in progress and waits
-     * for it at most until its own deadline.
+     * closed, and the others serve on. Then the instances to retire (of their group and device,
+     * idle ones first, then the newest) take no new batch, finish the one they run and the streams
+     * of a decoupled model they executed ({@link InstanceSlot#retire}), and are closed, each within
+     * the unload timeout. Serialised with other changes and with the autoscaler's checks; an unload
+     * interrupts a change in progress and waits for it at most until its own deadline.
      *
-     * @throws BackplaneException INVALID_ARGUMENT or RESOURCE_EXHAUSTED over the instance caps
-     *     (nothing changed); UNAVAILABLE when a new instance failed to start (the others were added
+     * @throws BackplaneException INVALID_ARGUMENT or RESOURCE_EXHAUSTED over the instance caps or
+     *     outside the autoscaling bounds (nothing changed); UNAVAILABLE when a new instance failed to start (the others were added
      *     and the model serves on), CANCELLED when an unload interrupted it
      */
     void resize(ModelConfig next) {
@@ -590,6 +598,15 @@ final class ModelVersion {
             throw BackplaneException.unavailable("model '" + name + "' version " + version() + " is unloading; its instances cannot change");
         }
         List<io.backplane.spi.config.InstanceGroup> groups = Placement.groups(next);
+        Autoscale.Policy p = autoscale;
+        if (p != null) {
+            int n = groups.getFirst().count();
+            if (n < p.min() || n > p.max()) {
+                throw BackplaneException.invalid("model '" + name + "': the instance_group count " + n + " is outside " + Autoscale.MIN + " " + p.min()
+                        + " .. " + Autoscale.MAX + " " + p.max() + "; give a count from " + p.min() + " to " + p.max()
+                        + ", or change those parameters (a change of them reloads the model)");
+            }
+        }
         int total = Placement.of(name, next).size();
         List<Placement.Spec> added = new ArrayList<>();
         List<InstanceSlot> retiring = new ArrayList<>();
@@ -607,7 +624,9 @@ final class ModelVersion {
                     int k = nextNumber.merge(g, 1, Integer::sum) - 1;
                     added.add(Placement.one(name, next, g, device, nextIndex++, k));
                 }
-                here.sort(java.util.Comparator.comparingInt((InstanceSlot x) -> requireNonNull(specs.get(x)).index()).reversed());
+                // idle ones first (a retirement then waits for nothing), the newest first among them
+                here.sort(java.util.Comparator.comparing(InstanceSlot::isBusy)
+                        .thenComparing(java.util.Comparator.comparingInt((InstanceSlot x) -> requireNonNull(specs.get(x)).index()).reversed()));
                 retiring.addAll(here.subList(0, Math.max(0, here.size() - want)));
             }
         }
@@ -800,17 +819,29 @@ final class ModelVersion {
         }
         autoscaling = true;
         Thread t = Thread.ofPlatform().daemon().name("backplane-autoscale-" + name() + "-v" + version()).unstarted(() -> {
+            int failed = 0; // changes failed in a row: the checks back off, and only the first is logged as a warning
             while (autoscaling) {
                 try {
-                    Thread.sleep(p.intervalMillis());
+                    Thread.sleep(Math.min(AUTOSCALE_MAX_BACKOFF_MILLIS, p.intervalMillis() << Math.min(failed, 16)));
                 } catch (InterruptedException e) {
                     continue; // an unload: the loop ends when autoscaling is off
                 }
                 try {
                     autoscaleOnce();
+                    if (failed > 0) {
+                        log.info("model '{}' version {}: the autoscaler's checks go on every {} ms again", name(), version(), p.intervalMillis());
+                    }
+                    failed = 0;
                 } catch (Throwable x) {
-                    if (autoscaling) {
-                        log.warn("model '{}' version {}: an instance change by the autoscaler failed; it goes on", name(), version(), x);
+                    if (!autoscaling) {
+                        continue;
+                    }
+                    failed++;
+                    if (failed == 1) {
+                        log.warn("model '{}' version {}: an instance change by the autoscaler failed; it checks again less often until a change"
+                                + " succeeds (at most every {} s)", name(), version(), AUTOSCALE_MAX_BACKOFF_MILLIS / 1000, x);
+                    } else {
+                        log.debug("model '{}' version {}: the autoscaler's change failed again ({} in a row)", name(), version(), failed, x);
                     }
                 }
             }
@@ -853,6 +884,20 @@ final class ModelVersion {
                 oldest = Math.min(oldest, r.arrivalNanos());
             }
         }
+        scaling.lock(); // the count read, decided on and changed in one step: an operator's change is never undone
+        scaler = Thread.currentThread();
+        try {
+            return autoscaleLocked(p, b, now, oldest);
+        } finally {
+            scaler = null;
+            scaling.unlock();
+        }
+    }
+
+    private int autoscaleLocked(Autoscale.Policy p, BatchGuard b, long now, long oldest) {
+        if (admission.state() != ModelState.READY) {
+            return 0;
+        }
         int busy = 0;
         for (InstanceSlot slot : instances) {
             busy += slot.isBusy() ? 1 : 0;
@@ -878,7 +923,7 @@ final class ModelVersion {
                 : c.toBuilder().instanceGroups(List.of(c.instanceGroups().getFirst().toBuilder().count(count + step).build())).build();
         log.info("model '{}' version {}: autoscaling from {} to {} instance(s) ({} queued, oldest waited {} µs, {} busy)", name(), version(), count,
                 count + step, sample.queued(), sample.oldestWaitNanos() / 1000, busy);
-        resize(next);
+        resizeLocked(next);
         return step;
     }
 

@@ -20,6 +20,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.UnaryOperator;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
@@ -136,6 +137,9 @@ final class RequestState implements ScheduledRequest, ResponseSender {
      * closes. Created by the first such wait (most requests never wait: no allocation for them).
      */
     private volatile @Nullable Set<CompletableFuture<Void>> readyWaiters;
+    /** {@link #whenClosed} hooks not yet run; {@link #HOOKS_RUN} once they ran. */
+    private final AtomicReference<@Nullable Runnable> closeHooks = new AtomicReference<>();
+    private static final Runnable HOOKS_RUN = () -> { };
 
     RequestState(long id, InferenceRequest request, Origin origin, ResponseSink sink, int batchSize, int priorityLevel, long arrivalNanos) {
         this.id = id;
@@ -446,8 +450,43 @@ final class RequestState implements ScheduledRequest, ResponseSender {
         }
     }
 
+    /**
+     * Runs {@code hook} once when this request closes, or at once when it has closed (any thread;
+     * the core's bookkeeping, e.g. the instance a decoupled request streams from). Hooks added
+     * before the close run in the order added, on the thread that closes it.
+     */
+    void whenClosed(Runnable hook) {
+        requireNonNull(hook, "hook is null");
+        Runnable prev;
+        do {
+            prev = closeHooks.get();
+            if (prev == HOOKS_RUN) {
+                hook.run();
+                return;
+            }
+        } while (!closeHooks.compareAndSet(prev, prev == null ? hook : chain(prev, hook)));
+        if (isClosed()) {
+            runCloseHooks(); // closed while it was added: the close may have run the hooks before it
+        }
+    }
+
+    private static Runnable chain(Runnable first, Runnable then) {
+        return () -> {
+            first.run();
+            then.run();
+        };
+    }
+
+    private void runCloseHooks() {
+        Runnable h = closeHooks.getAndSet(HOOKS_RUN);
+        if (h != null && h != HOOKS_RUN) {
+            h.run();
+        }
+    }
+
     /** The request closed: whatever waits for its consumer goes on (nothing waits forever on a closed sender). */
     private void releaseWaiters() {
+        runCloseHooks();
         Set<CompletableFuture<Void>> waiters = readyWaiters;
         if (waiters == null) {
             return;

@@ -449,6 +449,146 @@ class ElasticInstancesTest {
         assertEquals(1, backend.modelsClosed.get());
     }
 
+    /** Whether {@code t} is now inside a method named {@code method} (a handshake on where a change waits). */
+    private static boolean inside(Thread t, String method) {
+        for (StackTraceElement e : t.getStackTrace()) {
+            if (e.getMethodName().equals(method)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * A rate-limited instance that took a batch and waits for a resource another instance holds is
+     * retired (the idle one goes first): it keeps its batch, waits on for the resource and runs it;
+     * no request fails.
+     */
+    @Test
+    void retire_instanceWaitingForItsResources_runsTheBatchItTook() throws Exception {
+        rateLimited = true;
+        groupExtra = "rate_limiter { resources [ { name: \"R\" global: true count: 1 } ] }";
+        String limiter = ", \"rate_limiter\": {\"resources\": [{\"name\": \"R\", \"global\": true, \"count\": 1}]}";
+        BackplaneHost h = start("", "");
+        h.load("m", new LoadOverride(override(2, "").replace("\"KIND_CPU\"}", "\"KIND_CPU\"" + limiter + "}"), Map.of()));
+        ModelVersion v = version(h);
+        assertEquals(2, v.instanceCount());
+        backend.close();
+        var first = h.infer(InferenceRequest.builder("m").input(Tensor.ofLongs("IN", new long[] {1, 1}, 1)).build());
+        backend.await(() -> backend.executing.get() == 1); // it holds R, inside a held execute
+        var second = h.infer(InferenceRequest.builder("m").input(Tensor.ofLongs("IN", new long[] {1, 1}, 2)).build());
+        // taken from the queue by the other instance, whose worker now waits for R
+        backend.await(() -> v.openRequests().size() == 2 && v.openRequests().stream().noneMatch(r -> r.phase() == RequestState.QUEUED));
+
+        var lowering = new java.util.concurrent.CompletableFuture<Void>();
+        Thread t = Thread.ofPlatform().name("lowering").start(() -> {
+            try {
+                h.load("m", new LoadOverride(override(1, "").replace("\"KIND_CPU\"}", "\"KIND_CPU\"" + limiter + "}"), Map.of()));
+                lowering.complete(null);
+            } catch (Throwable x) {
+                lowering.completeExceptionally(x);
+            }
+        });
+        backend.await(() -> lowering.isDone() || inside(t, "retire"));
+        backend.open();
+        t.join();
+
+        lowering.get(); // no error
+        assertEquals(1, first.get(60, TimeUnit.SECONDS).output("OUT").toLongArray()[0]);
+        assertEquals(2, second.get(60, TimeUnit.SECONDS).output("OUT").toLongArray()[0], "the batch the retired instance took ran");
+        assertEquals(1, v.instanceCount());
+        assertEquals(1, backend.live.size());
+        assertEquals(1, runtime(h).context().rateLimiter().registered());
+    }
+
+    /**
+     * A decoupled instance whose execute returned while its streams go on is retired: the change
+     * waits for those streams to send FINAL before it closes the instance, and every stream ends well.
+     */
+    @Test
+    void retire_decoupledInstanceWithOpenStreams_closesItOnlyAfterTheirFinal() throws Exception {
+        String decoupled = ", \"model_transaction_policy\": {\"decoupled\": true}";
+        BackplaneHost h = start("model_transaction_policy { decoupled: true }", "");
+        h.load("m", new LoadOverride(override(2, decoupled), Map.of()));
+        ModelVersion v = version(h);
+        backend.streamLater = true;
+        backend.close();
+        List<java.util.concurrent.CompletableFuture<Integer>> ends = new ArrayList<>();
+        for (int i = 0; i < 2; i++) {
+            var end = new java.util.concurrent.CompletableFuture<Integer>();
+            var partials = new AtomicInteger();
+            h.stream(InferenceRequest.builder("m").input(Tensor.ofLongs("IN", new long[] {1, 1}, i)).build(), new io.backplane.spi.host.ResponseObserver() {
+                @Override
+                public void onResponse(InferenceResponse response) {
+                    partials.incrementAndGet();
+                }
+
+                @Override
+                public void onComplete() {
+                    end.complete(partials.get());
+                }
+
+                @Override
+                public void onError(BackplaneException error) {
+                    end.completeExceptionally(error);
+                }
+            });
+            ends.add(end);
+            int inside = i + 1;
+            backend.await(() -> backend.executing.get() == inside); // one request on each instance
+        }
+        backend.open();
+        backend.await(() -> backend.streams.values().stream().mapToInt(List::size).sum() == 2); // both executes returned; both stream on
+
+        var lowering = new java.util.concurrent.CompletableFuture<Void>();
+        Thread t = Thread.ofPlatform().name("lowering").start(() -> {
+            try {
+                h.load("m", new LoadOverride(override(1, decoupled), Map.of()));
+                lowering.complete(null);
+            } catch (Throwable x) {
+                lowering.completeExceptionally(x);
+            }
+        });
+        backend.await(() -> lowering.isDone() || inside(t, "awaitStreams"));
+        assertEquals(List.of(), backend.violations, "no instance closed under an open stream");
+        assertEquals(2, backend.live.size(), "the retiring instance waits for its stream");
+        backend.endStreams();
+        t.join();
+
+        lowering.get();
+        for (var end : ends) {
+            assertEquals(1, end.get(60, TimeUnit.SECONDS), "each stream got its partial and ended well");
+        }
+        assertEquals(List.of(), backend.violations);
+        assertEquals(1, v.instanceCount());
+        assertEquals(1, backend.live.size());
+    }
+
+    /** An in-place count outside the autoscaling bounds is refused naming them; nothing changes. */
+    @Test
+    void overrideLoad_countOutsideTheAutoscaleBounds_refused_nothingChanges() throws Exception {
+        String params = """
+                parameters [ { key: "autoscale_min_instances" value { string_value: "1" } },
+                             { key: "autoscale_max_instances" value { string_value: "2" } },
+                             { key: "autoscale_interval_ms" value { string_value: "3600000" } } ]""";
+        String json = ", \"parameters\": {\"autoscale_min_instances\": {\"string_value\": \"1\"}, \"autoscale_max_instances\": {\"string_value\": \"2\"},"
+                + " \"autoscale_interval_ms\": {\"string_value\": \"3600000\"}}";
+        BackplaneHost h = start(params, "");
+        ModelVersion v = version(h);
+        h.load("m", new LoadOverride(override(2, json), Map.of()));
+        assertTrue(version(h) == v, "changed in place");
+        assertEquals(2, v.instanceCount());
+
+        BackplaneException e = assertThrows(BackplaneException.class, () -> h.load("m", new LoadOverride(override(3, json), Map.of())));
+
+        assertEquals(ErrorCode.INVALID_ARGUMENT, e.code(), e.getMessage());
+        assertTrue(e.getMessage().contains("the instance_group count 3 is outside autoscale_min_instances 1 .. autoscale_max_instances 2; give a count from 1 to 2"),
+                e.getMessage());
+        assertTrue(version(h) == v);
+        assertEquals(2, v.instanceCount());
+        assertEquals(2, backend.live.size());
+    }
+
     @Test
     void badAutoscaleParameters_rejectedNamingTheParameterTheValueAndWhatToGive() throws Exception {
         BackplaneHost h = start("", "");
@@ -491,11 +631,28 @@ class ElasticInstancesTest {
         final AtomicInteger failCreates = new AtomicInteger();
         final AtomicInteger paused = new AtomicInteger();
         volatile @Nullable CountDownLatch creating;
+        /** Decoupled: execute returns without answering; the test ends the streams ({@link #endStreams}). */
+        volatile boolean streamLater;
+        /** Streams still open, by instance id; and what an instance closed with streams open saw. */
+        final Map<Integer, List<ScheduledRequest>> streams = new ConcurrentHashMap<>();
+        final List<String> violations = java.util.Collections.synchronizedList(new ArrayList<>());
         volatile CountDownLatch holdCreate = new CountDownLatch(0);
         private final AtomicInteger serial = new AtomicInteger();
         private final Object monitor = new Object();
         private boolean held;
         private boolean pausing;
+
+        /** Sends each open stream a partial response and its FINAL, as a decoupled model ends its streams. */
+        void endStreams() {
+            for (List<ScheduledRequest> open : streams.values()) {
+                for (ScheduledRequest r : List.copyOf(open)) {
+                    Tensor in = r.request().input("IN");
+                    r.sender().send(InferenceResponse.of(List.of(in.withName("OUT"))), 0);
+                    open.remove(r);
+                    r.sender().send(null, io.backplane.spi.ResponseSender.FINAL);
+                }
+            }
+        }
 
         /** Wakes whoever waits in {@link #await}. */
         void signal() {
@@ -612,6 +769,11 @@ class ElasticInstancesTest {
                                     if (ThreadLocalRandom.current().nextBoolean()) {
                                         LockSupport.parkNanos(ThreadLocalRandom.current().nextLong(100_000)); // random timing
                                     }
+                                    if (streamLater) {
+                                        streams.computeIfAbsent(id, k -> new java.util.concurrent.CopyOnWriteArrayList<>()).addAll(batch);
+                                        signal();
+                                        return;
+                                    }
                                     for (ScheduledRequest r : batch) {
                                         Tensor in = r.request().input("IN");
                                         r.sender().sendFinal(InferenceResponse.of(List.of(in.withName("OUT"))));
@@ -620,6 +782,10 @@ class ElasticInstancesTest {
 
                                 @Override
                                 public void close() {
+                                    List<ScheduledRequest> open = streams.getOrDefault(id, List.of());
+                                    if (!open.isEmpty()) {
+                                        violations.add("instance " + id + " closed with " + open.size() + " stream(s) open");
+                                    }
                                     closes.get(id).incrementAndGet();
                                     live.remove(id);
                                 }
