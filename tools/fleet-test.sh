@@ -16,7 +16,8 @@
 #   3. rolling update to version 2 of the model under load: no failed request, version 2 at the end
 #   4. SIGKILL of a replica under load: only requests sent before the kill fail (at most one per
 #      client), HAProxy marks the replica down within fall x (inter + timeout check)
-#   5. SIGTERM drain: the replica's readiness goes false at once, HAProxy stops sending, the two
+#   5. SIGTERM drain: the replica's readiness goes false at once while it still serves (the stack's
+#      --drain-delay-secs), HAProxy stops sending, the two
 #      requests running on it finish with 200, the server exits 0, the clients lose nothing
 # Everything started is removed at the end, also on failure or Ctrl-C: the stack, the swarm, the
 # daemons (and their containers), mounts, namespaces, veths, the bridge, the daemons' folders.
@@ -212,6 +213,9 @@ lb_stot() { # requests HAProxy sent to the replica at address $2 in backend $1
 }
 lb_is_up() { lb_servers backplane_rest | awk -v a="$1" 'index($2, a ":") == 1 && $3 == "UP" {f = 1} END {exit !f}'; }
 lb_is_out() { ! lb_is_up "$1"; }
+lb_retry_count() { # HAProxy's REST backend's retries plus redispatches so far, one number
+  curl -s --max-time 2 "http://$LB:8404/stats;csv" | awk -F, '$1 == "backplane_rest" && $2 == "BACKEND" {print $16 + $17}'
+}
 lb_retries() { # what HAProxy's REST backend retried so far
   curl -s --max-time 2 "http://$LB:8404/stats;csv" | awk -F, '$1 == "backplane_rest" && $2 == "BACKEND" {printf "%d retries, %d redispatches", $16, $17}'
 }
@@ -384,6 +388,7 @@ for k in 1 2; do
 done
 running2() { in_lb "http://$ip:8002/metrics" | awk '/^backplane_inference_inflight_requests\{.*model="fleet_sleep"/ {n += $NF} END {exit !(n >= 2)}'; }
 wait_for 10 "two fleet_sleep requests running on the replica on h3" running2
+retries_before=$(lb_retry_count)
 t_term=$(now)
 dk h3 kill -s TERM "$cid" >/dev/null
 not_ready() { [ "$(in_lb -o /dev/null -w '%{http_code}' --max-time 1 "http://$ip:8000/v2/health/ready")" != 200 ]; }
@@ -402,7 +407,7 @@ load_stop drain
 ok=$(jq_ "$WORK/load-drain.json" 'd["ok"]')
 failed=$(jq_ "$WORK/load-drain.json" 'd["failed"]')
 say "5. SIGTERM drain of the replica on h3 ($ip) with 2 requests of 4 s running: readiness false $(elapsed "$t_term" "$t_unready") s after SIGTERM (the running requests not yet answered: $([ "$running_at_unready" = 0 ] && echo yes || echo no)), out of HAProxy after $(elapsed "$t_term" "$t_out") s, exited with $code after $(elapsed "$t_term" "$t_exit") s; the running requests got HTTP $slow; $CLIENTS clients meanwhile: $ok requests, $failed failed"
-say "   HAProxy's REST backend since the start: $(lb_retries)"
+say "   HAProxy's REST backend since the start: $(lb_retries); during the drain (--drain-delay-secs 5: out of HAProxy before the replica refused): $(( $(lb_retry_count) - retries_before )) retries and redispatches"
 [ "$running_at_unready" = 0 ] || fail "drain: the slow requests ended before readiness turned false ($slow)"
 [ "$slow" = "200 200" ] || fail "drain: the requests running at SIGTERM got '$slow', not 200 200"
 [ "$code" = 0 ] || fail "drain: the server exited with $code"

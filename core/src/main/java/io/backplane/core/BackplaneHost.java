@@ -77,6 +77,8 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
 
     private final String serverName;
     private final boolean strictReadiness;
+    /** Set by {@link #announceShutdown}: readiness answers false while requests are still served. */
+    private volatile boolean shutdownAnnounced;
 
     private BackplaneHost(HostRuntime runtime, Path workDirectory, String serverName, boolean strictReadiness) {
         this.runtime = runtime;
@@ -218,6 +220,17 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
         return join(checkReady());
     }
 
+    /**
+     * Tells whoever checks readiness that this host is about to stop: from now on {@link #isReady()}
+     * and {@link #checkReady()} (so REST {@code /v2/health/ready}, gRPC {@code ServerReady} and
+     * {@code grpc.health.v1.Health}) answer false, while requests are still admitted and served as
+     * before. A balancer that checks readiness then stops sending before {@link #close()} refuses
+     * new work ({@code backplane serve --drain-delay-secs}). Cannot be undone; idempotent.
+     */
+    public void announceShutdown() {
+        shutdownAnnounced = true;
+    }
+
     /** The name this host reports in server metadata (REST {@code GET /v2}, gRPC {@code ServerMetadata}). */
     @Override
     public String serverName() {
@@ -230,7 +243,7 @@ public final class BackplaneHost implements InferenceService, AutoCloseable {
      */
     @Override
     public CompletableFuture<Boolean> checkReady() {
-        if (!runtime.isRunning()) {
+        if (!runtime.isRunning() || shutdownAnnounced) {
             return CompletableFuture.completedFuture(false);
         }
         return strictReadiness ? runtime.registry().checkAllReady() : CompletableFuture.completedFuture(true);

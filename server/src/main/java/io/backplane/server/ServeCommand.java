@@ -206,6 +206,12 @@ final class ServeCommand implements Callable<Integer> {
                     + "or UNAVAILABLE/CANCELLED (gRPC) (default: ${DEFAULT-VALUE}).")
     int exitTimeoutSecs;
 
+    @Option(names = "--drain-delay-secs", paramLabel = "<s>", defaultValue = "0", converter = Converters.Seconds.class,
+            description = "On SIGTERM, first answer readiness false (/v2/health/ready 503, gRPC ServerReady false) while still serving "
+                    + "every request for this long, so a balancer that checks readiness stops sending; then stop as --exit-timeout-secs "
+                    + "says. The orchestrator's grace period must cover both (default: ${DEFAULT-VALUE}: refuse at once).")
+    int drainDelaySecs;
+
     @Option(names = "--memory-budget-bytes", paramLabel = "<bytes>", converter = Converters.Bytes.class,
             description = "Bytes that requests read by the frontends may hold at once; a request that does not fit is refused at once "
                     + "(HTTP 503, gRPC RESOURCE_EXHAUSTED) before its body is read (default: a quarter of the smaller of the heap and "
@@ -408,6 +414,12 @@ final class ServeCommand implements Callable<Integer> {
                     haltAfterCleanUp(0);
                 }
                 if (s != null) {
+                    if (drainDelaySecs > 0) {
+                        log.info("shutdown requested: readiness is false from now on; serving on for {} s (--drain-delay-secs) so that "
+                                + "balancers stop sending, then stopping", drainDelaySecs);
+                        s.host().announceShutdown();
+                        Thread.sleep(TimeUnit.SECONDS.toMillis(drainDelaySecs));
+                    }
                     // a signal asked for this stop and it went cleanly: exit 0 rather than 128 + signal
                     haltAfterCleanUp(closeWithin(s, Duration.ofSeconds(exitTimeoutSecs).plus(Server.CLOSE_GRACE)) ? 0 : 1);
                 }

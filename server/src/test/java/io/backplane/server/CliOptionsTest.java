@@ -210,6 +210,15 @@ class CliOptionsTest {
     }
 
     @Test
+    void serve_drainDelay_defaultsTo0_takesSeconds_negativeRefused() throws IOException {
+        assertEquals(0, parseServe().drainDelaySecs);
+        assertEquals(5, parseServe("--drain-delay-secs", "5").drainDelaySecs);
+        Files.createDirectories(dir.resolve("repo"));
+        assertEquals(2, cli().execute("serve", "--model-repository", "repo", "--drain-delay-secs", "-1"));
+        assertTrue(err.toString().contains("'-1' is negative; give a number of seconds, 0 or more"), err.toString());
+    }
+
+    @Test
     void serve_rateLimiterFlags_tritonSyntax_parse() {
         ServeCommand s = parseServe("--rate-limit", "EXECUTION_COUNT", "--rate-limit-resource", "R1:10", "--rate-limit-resource=R2:5:0",
                 "--rate-limit-resource=R2:8:1");

@@ -509,6 +509,23 @@ class LifecycleTest {
         assertTrue(host.checkReady().get(5, TimeUnit.SECONDS));
     }
 
+    /** announceShutdown (serve --drain-delay-secs): readiness false at once, for good, while requests are still admitted and served. */
+    @Test
+    void announceShutdown_readinessFalse_requestsStillServed() throws Exception {
+        host = BackplaneHost.builder().backend(backend).modelControlMode(ModelControlMode.EXPLICIT)
+                .model(model("m", false)).loadModel("m").build();
+        assertTrue(host.isReady());
+
+        host.announceShutdown();
+        host.announceShutdown(); // idempotent
+
+        assertFalse(host.isReady(), "readiness false once the shutdown is announced");
+        assertFalse(host.checkReady().get(5, TimeUnit.SECONDS));
+        assertTrue(host.isLive(), "still live");
+        assertTrue(host.isModelReady("m"), "the model still serves");
+        assertEquals(7L, ScriptedBackend.tagOf(host.infer(request("m", 7)).get(5, TimeUnit.SECONDS)), "requests still served");
+    }
+
     @Test
     void cancelWhileQueued_endsAtOnceWithCancelled_modelNeverSeesIt_B6() throws Exception {
         CountDownLatch release = new CountDownLatch(1);
