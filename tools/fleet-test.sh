@@ -329,7 +329,7 @@ load_start roll
 wait_for 20 "the load reaching HAProxy" fe_grew "$base" 20
 t0=$(now)
 dk h1 service update --detach=true --no-resolve-image \
-  --args "serve --model-repository /opt/fleet/models-v2 --openai-port=-1 --exit-timeout-secs 20" "$SVC" >/dev/null
+  --args "serve --model-repository /opt/fleet/models-v2 --openai-port=-1 --drain-delay-secs 5 --exit-timeout-secs 20" "$SVC" >/dev/null
 update_done() {
   local st
   st=$(dk h1 service inspect -f '{{if .UpdateStatus}}{{.UpdateStatus.State}}{{end}}' "$SVC")
@@ -411,6 +411,7 @@ say "   HAProxy's REST backend since the start: $(lb_retries); during the drain 
 [ "$running_at_unready" = 0 ] || fail "drain: the slow requests ended before readiness turned false ($slow)"
 [ "$slow" = "200 200" ] || fail "drain: the requests running at SIGTERM got '$slow', not 200 200"
 [ "$code" = 0 ] || fail "drain: the server exited with $code"
+fig "0 if $(elapsed "$t_term" "$t_exit") >= 5 else 1" | grep -q '^0$' || fail "drain: the server exited $(elapsed "$t_term" "$t_exit") s after SIGTERM, before its --drain-delay-secs 5 ended"
 [ "$failed" = 0 ] || fail "drain: $failed requests failed: $(jq_ "$WORK/load-drain.json" 'd["failures"][:3]')"
 
 say "PASS: all 5 scenarios, $(( $(date +%s) - T_START )) s before the cleanup"
