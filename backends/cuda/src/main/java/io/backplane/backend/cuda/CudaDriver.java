@@ -104,6 +104,13 @@ public interface CudaDriver {
     int IPC_HANDLE_BYTES = 64;
 
     /**
+     * {@code cuIpcGetMemHandle}: the {@link #IPC_HANDLE_BYTES} bytes another process opens with
+     * {@link #ipcOpenMemHandle} to map this allocation (from {@link #memAlloc}) into its own context:
+     * what a client of Triton's {@code cudasharedmemory} extension sends as {@code raw_handle}.
+     */
+    byte[] ipcGetMemHandle(long devicePointer);
+
+    /**
      * {@code cuIpcOpenMemHandle_v2} with {@code CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS}: maps another
      * process's allocation into the current context and returns its device pointer. Each pointer
      * opened must be closed exactly once ({@link #ipcCloseMemHandle}).

@@ -75,6 +75,7 @@ final class FfmCudaDriver implements CudaDriver {
         m.put("cuMemcpyHtoD_v2", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, ADDRESS, JAVA_LONG));
         m.put("cuMemcpyDtoH_v2", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_LONG));
         // CUipcMemHandle is a struct of 64 chars, passed by value.
+        m.put("cuIpcGetMemHandle", RESULT_PTR_LONG);
         m.put("cuIpcOpenMemHandle_v2", FunctionDescriptor.of(JAVA_INT, ADDRESS, IPC_HANDLE, JAVA_INT));
         m.put("cuIpcCloseMemHandle", RESULT_LONG);
         m.put("cuModuleLoadDataEx", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_INT, ADDRESS, ADDRESS));
@@ -119,6 +120,7 @@ final class FfmCudaDriver implements CudaDriver {
     private final MethodHandle memGetInfo;
     private final MethodHandle memcpyHtoD;
     private final MethodHandle memcpyDtoH;
+    private final MethodHandle ipcGetMemHandle;
     private final MethodHandle ipcOpenMemHandle;
     private final MethodHandle ipcCloseMemHandle;
     private final MethodHandle moduleLoadDataEx;
@@ -155,6 +157,7 @@ final class FfmCudaDriver implements CudaDriver {
         memGetInfo = h.get("cuMemGetInfo_v2");
         memcpyHtoD = h.get("cuMemcpyHtoD_v2");
         memcpyDtoH = h.get("cuMemcpyDtoH_v2");
+        ipcGetMemHandle = h.get("cuIpcGetMemHandle");
         ipcOpenMemHandle = h.get("cuIpcOpenMemHandle_v2");
         ipcCloseMemHandle = h.get("cuIpcCloseMemHandle");
         moduleLoadDataEx = h.get("cuModuleLoadDataEx");
@@ -423,6 +426,17 @@ final class FfmCudaDriver implements CudaDriver {
         requireNative(dst, bytes, "cuMemcpyDtoH_v2 destination");
         try {
             check("cuMemcpyDtoH_v2", (int) memcpyDtoH.invokeExact(dst, src, bytes));
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    @Override
+    public byte[] ipcGetMemHandle(long devicePointer) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment h = a.allocate(IPC_HANDLE);
+            check("cuIpcGetMemHandle", (int) ipcGetMemHandle.invokeExact(h, devicePointer));
+            return h.toArray(JAVA_BYTE);
         } catch (Throwable t) {
             throw rethrow(t);
         }

@@ -369,6 +369,11 @@ final class FakeCudaDriver implements CudaDriver, AutoCloseable {
      * {@code cuIpcGetMemHandle}: 64 bytes that {@link #ipcOpenMemHandle} maps back to it.
      */
     synchronized byte[] exportHandle(long pointer) {
+        return ipcGetMemHandle(pointer);
+    }
+
+    @Override
+    public synchronized byte[] ipcGetMemHandle(long pointer) {
         if (!device.containsKey(pointer)) {
             throw CudaErrors.exception("cuIpcGetMemHandle", 1);
         }

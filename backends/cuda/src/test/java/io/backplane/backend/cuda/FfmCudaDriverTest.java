@@ -127,6 +127,15 @@ class FfmCudaDriverTest {
         return handle.get(JAVA_BYTE, 1) == 0x7f ? 400 : 0;
     }
 
+    /** Fills the 64-byte handle struct the caller passes by address with bytes made from the pointer. */
+    static int cuIpcGetMemHandle(MemorySegment handle, long pointer) {
+        MemorySegment h = handle.reinterpret(CudaDriver.IPC_HANDLE_BYTES);
+        for (int i = 0; i < CudaDriver.IPC_HANDLE_BYTES; i++) {
+            h.set(JAVA_BYTE, i, (byte) (pointer + i));
+        }
+        return pointer == 0xBADL ? 1 : 0;
+    }
+
     static int cuIpcCloseMemHandle(long pointer) {
         lastIpcClosed = pointer;
         return 0;
@@ -196,7 +205,7 @@ class FfmCudaDriverTest {
     }
 
     private static MemoryLayout layoutOf(String param) {
-        if (param.startsWith("CUipcMemHandle ")) {
+        if (param.startsWith("CUipcMemHandle ") && !param.contains("*")) {
             return FfmCudaDriver.IPC_HANDLE;
         }
         if (param.contains("*")) {
@@ -259,6 +268,17 @@ class FfmCudaDriverTest {
         driver.launchKernel(0xF00L, 40, 256, 0x5700L, List.of(new KernelArg.Int32(7), new KernelArg.Float32(2.5f),
                 new KernelArg.Pointer(0x1234_5678L), new KernelArg.Int64(1L << 40), new KernelArg.Float64(0.25)));
         assertEquals(List.of(0xF00L, 40, 1, 1, 256, 1, 1, 0, 0x5700L, 0L, 7, 2.5f, 0x1234_5678L, 1L << 40, 0.25), LAUNCH);
+    }
+
+    @Test
+    void ipcGet_fillsThe64ByteHandleThroughItsAddress() {
+        byte[] h = driver.ipcGetMemHandle(0x40L);
+        assertEquals(CudaDriver.IPC_HANDLE_BYTES, h.length);
+        for (int i = 0; i < h.length; i++) {
+            assertEquals((byte) (0x40 + i), h[i], "byte " + i);
+        }
+        CudaException e = assertThrows(CudaException.class, () -> driver.ipcGetMemHandle(0xBADL));
+        assertTrue(e.getMessage().contains("cuIpcGetMemHandle"), e.getMessage());
     }
 
     @Test
