@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.backplane.spi.Backend;
+import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackendFactory;
 import io.backplane.spi.BackplaneException;
 import io.backplane.spi.DataType;
@@ -375,7 +376,24 @@ class CudaBackendTest {
     void load_decoupledModel_isUnsupported() {
         BackplaneException e = loadFails(Fixtures.harness(driver, Fixtures.sampleConfig().toBuilder().decoupled(true).build()));
         assertEquals(ErrorCode.UNSUPPORTED, e.code());
-        assertTrue(e.getMessage().contains("is decoupled, but the cuda backend answers each request with exactly one response"), e.getMessage());
+        // the host refuses it from the factory's capabilities (decoupled(false)) before the backend sees it
+        assertTrue(e.getMessage().contains("is decoupled, but backend 'cuda' answers each request with exactly one response"), e.getMessage());
+        // a host that does not read capabilities (here: a factory declaring none) still gets the backend's own refusal
+        BackendFactory bare = new BackendFactory() {
+            @Override
+            public String name() {
+                return CudaBackendFactory.NAME;
+            }
+
+            @Override
+            public Backend create(BackendContext context) {
+                return new CudaBackend(Fixtures.usable(driver), context.options());
+            }
+        };
+        BackplaneException own = loadFails(ModelHarness.builder(bare).model(Fixtures.sampleConfig().toBuilder().decoupled(true).build())
+                .versionFilesFrom(Fixtures.SAMPLE.resolve("1")).exactBatches());
+        assertEquals(ErrorCode.UNSUPPORTED, own.code());
+        assertTrue(own.getMessage().contains("is decoupled, but the cuda backend answers each request with exactly one response"), own.getMessage());
     }
 
     @Test

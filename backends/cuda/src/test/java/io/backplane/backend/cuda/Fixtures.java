@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 
 import io.backplane.core.config.ModelConfigParser;
 import io.backplane.spi.Backend;
+import io.backplane.spi.BackendCapabilities;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackendFactory;
 import io.backplane.spi.InferenceRequest;
@@ -46,6 +47,11 @@ final class Fixtures {
             @Override
             public String name() {
                 return CudaBackendFactory.NAME;
+            }
+
+            @Override
+            public BackendCapabilities capabilities() {
+                return new CudaBackendFactory().capabilities(); // the real factory's: KIND_AUTO goes where it would in serve
             }
 
             @Override
