@@ -1,7 +1,12 @@
 package io.backplane.backend.cuda;
 
 import io.backplane.core.BackplaneHost;
+import io.backplane.core.ModelControlMode;
+import io.backplane.plugin.grpc.GrpcFrontendFactory;
+import io.backplane.plugin.http.HttpFrontendFactory;
+import io.backplane.protocol.SystemSharedMemory;
 import io.backplane.spi.Backend;
+import io.backplane.spi.BackendCapabilities;
 import io.backplane.spi.BackendContext;
 import io.backplane.spi.BackendFactory;
 import io.backplane.spi.BackplaneException;
@@ -10,19 +15,38 @@ import io.backplane.spi.InferenceRequest;
 import io.backplane.spi.InferenceResponse;
 import io.backplane.spi.MemoryType;
 import io.backplane.spi.Tensor;
+import io.backplane.spi.config.InstanceGroup;
+import io.backplane.spi.config.InstanceKind;
+import io.backplane.spi.host.Frontend;
+import io.backplane.spi.host.FrontendContext;
 import io.backplane.spi.host.HostListener;
+import io.backplane.spi.host.InferenceService;
 import io.backplane.testkit.ModelHarness;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.lang.management.ManagementFactory;
 import java.nio.ByteOrder;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Random;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Consumer;
+import java.util.function.Supplier;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -33,7 +57,11 @@ import org.slf4j.LoggerFactory;
  * {@code config.pbtxt} parser, scheduler and senders) and checks what CI cannot: results against a CPU reference (host and GPU-resident inputs, single
  * requests and batches), that device memory ({@code cuMemGetInfo}) returns to its baseline after
  * unload, over several load/unload cycles; and measures host↔device bandwidth (pinned and
- * pageable) and per-launch overhead (raw driver and through the backend). With
+ * pageable) and per-launch overhead (raw driver and through the backend). Then, through a
+ * {@link BackplaneHost} of its own: where {@code KIND_AUTO}, a config without
+ * {@code instance_group}, {@code gpus: [0]} and a GPU id the driver does not see go; and Triton's
+ * {@code cudasharedmemory} extension over the real REST and gRPC frontends, with
+ * {@link CudaIpcClient} in a child process making real CUDA IPC handles. With
  * {@code --fault-test} it does only this instead: provokes a kernel fault, checks that the batch
  * fails with a named error and the instance reports failure, and reports whether a recreated
  * instance serves again (run it in its own process: the fault may poison the context for good).
@@ -45,7 +73,10 @@ import org.slf4j.LoggerFactory;
  * on); {@code make-gpu-bundle.sh} packs the test classes and the core into the bundle.
  *
  * <pre>java --enable-native-access=ALL-UNNAMED -cp 'lib/*' io.backplane.backend.cuda.GpuSelfTest
- *     [--model-dir models/saxpy_cuda] [--library libcuda.so.1] [--fault-test] [--quick]</pre>
+ *     [--model-dir models/saxpy_cuda] [--library libcuda.so.1] [--fault-test] [--quick] [--fake-driver]</pre>
+ *
+ * <p>{@code --fake-driver} runs it over the in-memory driver of the tests instead of libcuda: how
+ * {@code make-gpu-bundle.sh} rehearses the bundle on a machine without a GPU.
  */
 public final class GpuSelfTest {
     private static final Logger LOG = LoggerFactory.getLogger("gpu-self-test");
@@ -55,6 +86,7 @@ public final class GpuSelfTest {
     /** How far free device memory may differ from its baseline after unload before the check fails. */
     private static final long MEMORY_SLACK = 2 * MIB;
 
+    private String library = CudaLibrary.DEFAULT_LIBRARY;
     private int passed;
     private int scale = 1; // --quick divides the measurement loops (CI runs the flow against a fake driver)
     private int failed;
@@ -65,7 +97,21 @@ public final class GpuSelfTest {
     public static void main(String[] args) {
         int status;
         try {
-            status = new GpuSelfTest().run(args);
+            List<String> rest = new ArrayList<>(List.of(args));
+            if (rest.remove("--fake-driver")) {
+                // the bundle's rehearsal on a machine without a GPU (make-gpu-bundle.sh): the whole flow
+                // over the in-memory driver, in the bundle's runtime with the bundle's jars
+                try (FakeCudaDriver fake = new FakeCudaDriver(12080, 1, 1L << 30).kernel("saxpy", FakeCudaDriver.SAXPY)) {
+                    status = new GpuSelfTest().run(rest.toArray(String[]::new), CudaLibrary.probe("fake-libcuda", fake));
+                    if (fake.liveDeviceAllocations() != 0 || fake.liveIpcMappings() != 0 || fake.retainCount(0) != 0) {
+                        LOG.error("FAIL the fake driver has {} allocation(s), {} IPC mapping(s) and {} context reference(s) left",
+                                fake.liveDeviceAllocations(), fake.liveIpcMappings(), fake.retainCount(0));
+                        status = 1;
+                    }
+                }
+            } else {
+                status = new GpuSelfTest().run(args);
+            }
         } catch (Exception e) {
             LOG.error("GPU self-test crashed", e);
             status = 1;
@@ -80,7 +126,6 @@ public final class GpuSelfTest {
     /** Runs against {@code given} instead of the library named by {@code --library} (tests pass a fake driver's status). */
     int run(String[] args, CudaLibrary.@Nullable Status given) throws IOException, InterruptedException {
         Path modelDir = Path.of("models/saxpy_cuda");
-        String library = CudaLibrary.DEFAULT_LIBRARY;
         boolean faultTest = false;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
@@ -147,6 +192,12 @@ public final class GpuSelfTest {
                 check(Math.abs(baseline - afterCycles) <= MEMORY_SLACK, "free device memory after 5 load/run/unload cycles: before "
                         + baseline + ", after " + afterCycles + ", delta " + (baseline - afterCycles) + " bytes");
             }
+            Path model = modelDir;
+            step("placement", () -> placement(status, model));
+            step("CUDA shared memory", () -> cudaSharedMemory(status, factory, model, given != null));
+            long afterAll = settledFreeMemory(d, context, baseline);
+            check(Math.abs(baseline - afterAll) <= MEMORY_SLACK, "free device memory after the placement and CUDA shared-memory steps: before "
+                    + baseline + ", after " + afterAll + ", delta " + (baseline - afterAll) + " bytes");
         } finally {
             d.primaryContextRelease(device);
         }
@@ -156,6 +207,15 @@ public final class GpuSelfTest {
 
     /** The cuda backend over {@code status} (the real driver, or a test's fake one), as the host sees a backend. */
     private static BackendFactory factory(CudaLibrary.Status status) {
+        return factory(status, b -> { });
+    }
+
+    /**
+     * The cuda backend over {@code status} with the real factory's capabilities (so the host places
+     * KIND_AUTO instances as it would for {@link CudaBackendFactory}); {@code created} sees each backend made.
+     */
+    private static BackendFactory factory(CudaLibrary.Status status, Consumer<CudaBackend> created) {
+        BackendCapabilities capabilities = new CudaBackendFactory().capabilities();
         return new BackendFactory() {
             @Override
             public String name() {
@@ -163,8 +223,15 @@ public final class GpuSelfTest {
             }
 
             @Override
+            public BackendCapabilities capabilities() {
+                return capabilities;
+            }
+
+            @Override
             public Backend create(BackendContext context) {
-                return new CudaBackend(status, context.options());
+                CudaBackend b = new CudaBackend(status, context.options());
+                created.accept(b);
+                return b;
             }
         };
     }
@@ -412,6 +479,202 @@ public final class GpuSelfTest {
         } catch (RuntimeException | InterruptedException | AssertionError e) {
             LOG.info("fault test ended with: {}", e.getMessage());
         }
+    }
+
+    /**
+     * Step 2, placement with the GPU present, through the real host: {@code KIND_AUTO}, a config
+     * without {@code instance_group} and {@code KIND_GPU gpus: [0]} all land on GPU 0 and serve; a
+     * group asking for a GPU the driver does not see is refused with a message naming it, and the
+     * host serves on.
+     */
+    private void placement(CudaLibrary.Status status, Path modelDir) throws IOException, InterruptedException {
+        LOG.info("== placement: KIND_AUTO, no instance_group, gpus: [0], and a GPU that does not exist");
+        int missing = status.deviceCount();
+        AtomicReference<CudaBackend> backend = new AtomicReference<>();
+        BackendFactory capturing = factory(status, backend::set);
+        Map<String, String> groups = new LinkedHashMap<>();
+        groups.put("saxpy_auto", "instance_group [ { kind: KIND_AUTO count: 2 } ]");
+        groups.put("saxpy_default", "");
+        groups.put("saxpy_gpu0", "instance_group [ { kind: KIND_GPU count: 1 gpus: [ 0 ] } ]");
+        String absent = "saxpy_gpu" + missing;
+        Path repo = Files.createTempDirectory("gpu-self-test-placement");
+        try {
+            for (Map.Entry<String, String> e : groups.entrySet()) {
+                copyModel(modelDir, repo.resolve(e.getKey()), e.getValue());
+            }
+            copyModel(modelDir, repo.resolve(absent), "instance_group [ { kind: KIND_GPU count: 1 gpus: [ " + missing + " ] } ]");
+            try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).modelControlMode(ModelControlMode.EXPLICIT).backend(capturing)
+                    .unloadTimeout(Duration.ofSeconds(60)).build()) {
+                for (String name : groups.keySet()) {
+                    try {
+                        host.load(name);
+                    } catch (BackplaneException e) {
+                        check(false, name + " loads: " + e.getMessage());
+                        continue;
+                    }
+                    List<InstanceGroup> placed = host.modelConfig(name, 1).instanceGroups();
+                    boolean onGpu0 = !placed.isEmpty() && placed.stream().allMatch(g -> g.kind() == InstanceKind.GPU && (g.gpus().isEmpty() || g.gpus().equals(List.of(0))));
+                    check(onGpu0 && backend.get() != null && backend.get().device(0) != null, name + " is placed on GPU 0: "
+                            + placed.stream().map(g -> g.name() + " " + g.kind() + " x" + g.count() + " gpus " + g.gpus()).toList());
+                    check(hostSaxpy(host, name, 4096), name + " answers 2*X+Y through the host");
+                }
+                try {
+                    host.load(absent);
+                    check(false, absent + " asks for GPU " + missing + " of " + missing + " device(s) yet loaded");
+                } catch (BackplaneException e) {
+                    check(e.getMessage().contains("asks for GPU " + missing) && e.getMessage().contains("CUDA_VISIBLE_DEVICES"),
+                            "a group asking for GPU " + missing + ", which the driver does not see, is refused clearly: " + e.getMessage());
+                }
+                check(hostSaxpy(host, "saxpy_gpu0", 1000), "the host serves saxpy_gpu0 on after the refused load");
+                for (String name : groups.keySet()) {
+                    host.unload(name);
+                }
+                check(backend.get() == null || backend.get().device(0) == null, "GPU 0's context is released once every placed model unloaded");
+            }
+        } finally {
+            deleteTree(repo);
+        }
+    }
+
+    /**
+     * Step 3, Triton's {@code cudasharedmemory} extension: the host serves saxpy_cuda through the
+     * real REST and gRPC frontends sharing one registry (as {@code backplane serve} does), and
+     * {@link CudaIpcClient} registers real CUDA IPC handles, infers and reads OUT from its own GPU
+     * memory. On a GPU the client is a child process (a handle cannot be opened in the process that
+     * made it); over a test's fake driver it runs in this process.
+     */
+    private void cudaSharedMemory(CudaLibrary.Status status, BackendFactory factory, Path modelDir, boolean clientInProcess) throws Exception {
+        LOG.info("== CUDA shared memory: a client {} registers CUDA IPC handles over REST and gRPC", clientInProcess ? "in this process" : "in a child process");
+        Path repo = Files.createTempDirectory("gpu-self-test-cudashm");
+        CudaSharedMemoryRegistry registry = new CudaSharedMemoryRegistry(status.requireDriver());
+        SystemSharedMemory shm = new SystemSharedMemory(registry);
+        try {
+            copyModel(modelDir, repo.resolve("saxpy_cuda"), null);
+            try (BackplaneHost host = BackplaneHost.builder().modelRepository(repo).loadModel("saxpy_cuda").backend(factory).build()) {
+                Map<String, String> options = Map.of("host", "127.0.0.1", "port", "0");
+                Frontend http = new HttpFrontendFactory().create(new Frontends(host, options, shm));
+                Frontend grpc = new GrpcFrontendFactory().create(new Frontends(host, options, shm));
+                try {
+                    http.start();
+                    grpc.start();
+                    String rest = "http://" + http.endpoint().replaceFirst("^[a-z]+://", "");
+                    String grpcTarget = grpc.endpoint().replaceFirst("^[a-z]+://", "");
+                    int clientFailures = clientInProcess ? new CudaIpcClient(status.requireDriver(), rest, grpcTarget).run(4096 * scale)
+                            : childClient(rest, grpcTarget);
+                    check(clientFailures == 0, "the CUDA IPC client passed every check (" + (clientFailures < 0 ? "timed out" : "status " + clientFailures) + ")");
+                    check(registry.status(null).isEmpty(), "no CUDA region is left registered after the client's unregisters");
+                } finally {
+                    grpc.close();
+                    http.close();
+                }
+            }
+        } finally {
+            shm.close();
+            deleteTree(repo);
+        }
+    }
+
+    /** A step of the self-test that may throw. */
+    private interface Step {
+        void run() throws Exception;
+    }
+
+    /** Runs {@code step}; a crash counts as one failed check, and the steps after it still run. */
+    private void step(String name, Step step) throws InterruptedException {
+        try {
+            step.run();
+        } catch (InterruptedException e) {
+            throw e;
+        } catch (Exception | AssertionError e) {
+            LOG.error("the {} step crashed", name, e);
+            check(false, "the " + name + " step ran to its end (it crashed: " + e + ")");
+        }
+    }
+
+    /** The host's context for the frontends, sharing one shared-memory registry between them as {@code backplane serve} does. */
+    private record Frontends(InferenceService service, Map<String, String> options, SystemSharedMemory shm) implements FrontendContext {
+        @Override
+        public <T extends AutoCloseable> Shared<T> shared(Class<T> type, Supplier<T> create) {
+            return new Shared<>(type.cast(shm), false);
+        }
+    }
+
+    /** Runs {@link CudaIpcClient} in a child JVM like this one; its exit status, or -1 when it timed out. */
+    int childClient(String rest, String grpcTarget) throws IOException, InterruptedException {
+        List<String> command = new ArrayList<>();
+        command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        command.addAll(ManagementFactory.getRuntimeMXBean().getInputArguments());
+        command.addAll(List.of("-cp", System.getProperty("java.class.path"), CudaIpcClient.class.getName(), "--rest", rest, "--grpc", grpcTarget,
+                "--library", library));
+        Process p = new ProcessBuilder(command).inheritIO().start();
+        if (!p.waitFor(180, TimeUnit.SECONDS)) {
+            p.destroyForcibly().waitFor();
+            LOG.error("the CUDA IPC client did not finish within 180 s");
+            return -1;
+        }
+        return p.exitValue();
+    }
+
+    /** One request of {@code n} elements to {@code model} through the host's API; true when OUT is 2*X+Y. */
+    private static boolean hostSaxpy(BackplaneHost host, String model, int n) throws InterruptedException {
+        Random rnd = new Random(n);
+        float[] x = randomFloats(rnd, n);
+        float[] y = randomFloats(rnd, n);
+        try {
+            InferenceResponse r = host.infer(InferenceRequest.builder(model).input(Tensor.ofFloats("X", new long[] {1, n}, x))
+                    .input(Tensor.ofFloats("Y", new long[] {1, n}, y)).build()).get(120, TimeUnit.SECONDS);
+            return matches(0, r, x, y);
+        } catch (ExecutionException | TimeoutException e) {
+            LOG.error("{}: {}", model, e.toString());
+            return false;
+        }
+    }
+
+    /** Copies the model folder {@code from} to {@code to}, renamed after {@code to}, with {@code groups} in place of its instance_group (null keeps it). */
+    private static void copyModel(Path from, Path to, @Nullable String groups) throws IOException {
+        try (Stream<Path> files = Files.walk(from)) {
+            for (Path f : files.toList()) {
+                Path target = to.resolve(from.relativize(f).toString());
+                if (Files.isDirectory(f)) {
+                    Files.createDirectories(target);
+                } else {
+                    Files.copy(f, target);
+                }
+            }
+        }
+        Path config = to.resolve("config.pbtxt");
+        String text = Files.readString(config).replaceFirst("(?m)^name:\\s*\"[^\"]*\"", "name: \"" + to.getFileName() + "\"");
+        if (groups != null) {
+            Matcher m = Pattern.compile("(?s)instance_group\\s*\\[.*?\\n\\]").matcher(text);
+            if (!m.find()) {
+                throw new IOException(config + " has no instance_group [ ... ] block to replace");
+            }
+            text = text.substring(0, m.start()) + groups + text.substring(m.end());
+        }
+        Files.writeString(config, text);
+    }
+
+    private static void deleteTree(Path dir) throws IOException {
+        try (Stream<Path> s = Files.walk(dir)) {
+            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) {
+                Files.delete(p);
+            }
+        }
+    }
+
+    /**
+     * Free device memory once it is back within the slack of {@code baseline}, or what it is after
+     * 10 s: the child client's context goes with its process, which the driver may tear down a
+     * moment after the process is reaped.
+     */
+    private static long settledFreeMemory(CudaDriver d, long context, long baseline) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        long free = freeMemory(d, context);
+        while (Math.abs(baseline - free) > MEMORY_SLACK && System.nanoTime() < deadline) {
+            Thread.sleep(100);
+            free = freeMemory(d, context);
+        }
+        return free;
     }
 
     private static long freeMemory(CudaDriver d, long context) {

@@ -26,7 +26,17 @@ class GpuSelfTestTest {
             assertEquals(0, driver.retainCount(0), "the self-test released every context it retained");
             assertEquals(0, driver.liveDeviceAllocations());
             assertEquals(0, driver.livePinned());
+            assertEquals(3, driver.ipcOpens(), "the CUDA shared-memory step registered X, Y and OUT");
+            assertEquals(0, driver.liveIpcMappings(), "and every mapping was closed");
         }
+    }
+
+    /** The GPU run starts the IPC client as a child JVM: the command line works (without libcuda the child says so and exits 2). */
+    @Test
+    void childClient_startsInItsOwnJvm_andReportsAMissingDriver() throws Exception {
+        GpuSelfTest selfTest = newSelfTest();
+        selfTest.run(new String[] {"--model-dir", Fixtures.SAMPLE.toString(), "--library", "libcuda-not-here.so.1"});
+        assertEquals(2, selfTest.childClient("http://127.0.0.1:9", "127.0.0.1:9"));
     }
 
     @Test
