@@ -134,7 +134,7 @@ public final class CudaIpcClient {
                     + "],\"outputs\":[{\"name\":\"OUT\",\"parameters\":{\"shared_memory_region\":\"out\",\"shared_memory_byte_size\":" + bytes + "}}]}");
             check(r.statusCode() == 200, "REST infer with X, Y and OUT in CUDA shared memory answers 200 (" + r.statusCode() + " "
                     + r.body().substring(0, Math.min(300, r.body().length())) + ")");
-            check(matches(x, y, download(pout, n, arena)), "REST: OUT, written by the server into the client's GPU memory, is 2*X+Y for " + n + " elements");
+            check(GpuSelfTest.isSaxpy("REST", x, y, download(pout, n, arena)), "REST: OUT, written by the server into the client's GPU memory, is 2*X+Y for " + n + " elements");
 
             ModelInferResponse g = grpc.withDeadlineAfter(TIMEOUT.toSeconds(), TimeUnit.SECONDS).modelInfer(ModelInferRequest.newBuilder()
                     .setModelName("saxpy_cuda")
@@ -142,7 +142,7 @@ public final class CudaIpcClient {
                     .addOutputs(ModelInferRequest.InferRequestedOutputTensor.newBuilder().setName("OUT").putAllParameters(region("out", bytes, bytes)))
                     .build());
             check(g.getRawOutputContentsCount() == 0 || g.getRawOutputContents(0).isEmpty(), "gRPC infer sends no output bytes: OUT went to the region");
-            check(matches(x, y, download(pout + bytes, n, arena)), "gRPC: OUT at offset " + bytes + " of the region is 2*X+Y");
+            check(GpuSelfTest.isSaxpy("gRPC", x, y, download(pout + bytes, n, arena)), "gRPC: OUT at offset " + bytes + " of the region is 2*X+Y");
 
             HttpResponse<String> un = post(http, "/v2/cudasharedmemory/region/x/unregister", "");
             check(un.statusCode() == 200, "REST unregisters X (" + un.statusCode() + ")");
@@ -176,17 +176,6 @@ public final class CudaIpcClient {
         return host.toArray(ValueLayout.JAVA_FLOAT);
     }
 
-    private static boolean matches(float[] x, float[] y, float[] out) {
-        for (int i = 0; i < x.length; i++) {
-            float expected = Math.fma(2.0f, x[i], y[i]);
-            if (Float.compare(out[i], expected) != 0 && Math.abs(out[i] - expected) > 1e-6f * Math.max(1f, Math.abs(expected))) {
-                LOG.error("OUT[{}] = {} but 2*{}+{} = {}", i, out[i], x[i], y[i], expected);
-                return false;
-            }
-        }
-        return true;
-    }
-
     private static String restInput(String name, String region, int n) {
         return "{\"name\":\"" + name + "\",\"datatype\":\"FP32\",\"shape\":[1," + n + "],\"parameters\":{\"shared_memory_region\":\"" + region
                 + "\",\"shared_memory_byte_size\":" + 4L * n + "}}";
@@ -197,7 +186,8 @@ public final class CudaIpcClient {
                 .putAllParameters(region(region, 0, 4L * n)).build();
     }
 
-    private static Map<String, InferParameter> region(String name, long offset, long size) {
+    /** The parameters that put a tensor in shared-memory region {@code name} at {@code offset}, {@code size} bytes. */
+    static Map<String, InferParameter> region(String name, long offset, long size) {
         return Map.of(SystemSharedMemory.REGION, InferParameter.newBuilder().setStringParam(name).build(),
                 SystemSharedMemory.OFFSET, InferParameter.newBuilder().setInt64Param(offset).build(),
                 SystemSharedMemory.BYTE_SIZE, InferParameter.newBuilder().setInt64Param(size).build());

@@ -15,12 +15,9 @@ import io.backplane.protocol.inference.CudaSharedMemoryStatusRequest;
 import io.backplane.protocol.inference.CudaSharedMemoryStatusResponse;
 import io.backplane.protocol.inference.CudaSharedMemoryUnregisterRequest;
 import io.backplane.protocol.inference.GRPCInferenceServiceGrpc;
-import io.backplane.protocol.inference.InferParameter;
 import io.backplane.protocol.inference.ModelInferRequest;
 import io.backplane.protocol.inference.ModelInferResponse;
 import io.backplane.spi.host.Frontend;
-import io.backplane.spi.host.FrontendContext;
-import io.backplane.spi.host.InferenceService;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
@@ -41,7 +38,6 @@ import java.util.Base64;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import java.util.function.Supplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -60,14 +56,6 @@ class CudaSharedMemoryFrontendsTest {
     private FakeCudaDriver driver;
     private long clientContext;
     private final List<Long> clientAllocations = new ArrayList<>();
-
-    /** The host's context, sharing the registry between both frontends as {@code backplane serve} does. */
-    private record Context(InferenceService service, Map<String, String> options, SystemSharedMemory shm) implements FrontendContext {
-        @Override
-        public <T extends AutoCloseable> Shared<T> shared(Class<T> type, Supplier<T> create) {
-            return new Shared<>(type.cast(shm), false);
-        }
-    }
 
     @BeforeEach
     void setUp() throws IOException {
@@ -113,12 +101,6 @@ class CudaSharedMemoryFrontendsTest {
         }
     }
 
-    private static Map<String, InferParameter> region(String name, long offset, long size) {
-        return Map.of(SystemSharedMemory.REGION, InferParameter.newBuilder().setStringParam(name).build(),
-                SystemSharedMemory.OFFSET, InferParameter.newBuilder().setInt64Param(offset).build(),
-                SystemSharedMemory.BYTE_SIZE, InferParameter.newBuilder().setInt64Param(size).build());
-    }
-
     private static String restInfer(int n, String x, String y, String out, long outOffset) {
         return "{\"inputs\":[{\"name\":\"X\",\"datatype\":\"FP32\",\"shape\":[1," + n + "],\"parameters\":{\"shared_memory_region\":\"" + x
                 + "\",\"shared_memory_byte_size\":" + 4 * n + "}},{\"name\":\"Y\",\"datatype\":\"FP32\",\"shape\":[1," + n
@@ -139,8 +121,8 @@ class CudaSharedMemoryFrontendsTest {
         SystemSharedMemory shm = new SystemSharedMemory(new CudaSharedMemoryRegistry(driver));
         try (BackplaneHost host = BackplaneHost.builder().modelRepository(repository).loadModel("saxpy_cuda").backend(Fixtures.factory(driver)).build();
                 HttpClient rest = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build()) {
-            Frontend http = new HttpFrontendFactory().create(new Context(host, options, shm));
-            Frontend grpc = new GrpcFrontendFactory().create(new Context(host, options, shm));
+            Frontend http = new HttpFrontendFactory().create(new GpuSelfTest.Frontends(host, options, shm));
+            Frontend grpc = new GrpcFrontendFactory().create(new GpuSelfTest.Frontends(host, options, shm));
             ManagedChannel channel = null;
             try {
                 http.start();
@@ -182,10 +164,10 @@ class CudaSharedMemoryFrontendsTest {
                 // gRPC infer: the output at offset 4n of the same region
                 ModelInferResponse gr = client.modelInfer(ModelInferRequest.newBuilder().setModelName("saxpy_cuda")
                         .addInputs(ModelInferRequest.InferInputTensor.newBuilder().setName("X").setDatatype("FP32").addShape(1).addShape(n)
-                                .putAllParameters(region("x", 0, 4L * n)))
+                                .putAllParameters(CudaIpcClient.region("x", 0, 4L * n)))
                         .addInputs(ModelInferRequest.InferInputTensor.newBuilder().setName("Y").setDatatype("FP32").addShape(1).addShape(n)
-                                .putAllParameters(region("y", 0, 4L * n)))
-                        .addOutputs(ModelInferRequest.InferRequestedOutputTensor.newBuilder().setName("OUT").putAllParameters(region("out", 4L * n, 4L * n)))
+                                .putAllParameters(CudaIpcClient.region("y", 0, 4L * n)))
+                        .addOutputs(ModelInferRequest.InferRequestedOutputTensor.newBuilder().setName("OUT").putAllParameters(CudaIpcClient.region("out", 4L * n, 4L * n)))
                         .build());
                 assertEquals(0, gr.getRawOutputContents(0).size(), "the output went to the CUDA region, not the response");
                 assertEquals(4L * n, gr.getOutputs(0).getParametersOrThrow(SystemSharedMemory.BYTE_SIZE).getInt64Param());
@@ -199,9 +181,9 @@ class CudaSharedMemoryFrontendsTest {
                         + " + shared_memory_byte_size 128 is outside its 256 bytes)"), bad.body());
                 StatusRuntimeException gbad = assertThrows(StatusRuntimeException.class, () -> client.modelInfer(ModelInferRequest.newBuilder()
                         .setModelName("saxpy_cuda").addInputs(ModelInferRequest.InferInputTensor.newBuilder().setName("X").setDatatype("FP32")
-                                .addShape(1).addShape(n).putAllParameters(region("x", 8, 4L * n)))
+                                .addShape(1).addShape(n).putAllParameters(CudaIpcClient.region("x", 8, 4L * n)))
                         .addInputs(ModelInferRequest.InferInputTensor.newBuilder().setName("Y").setDatatype("FP32").addShape(1).addShape(n)
-                                .putAllParameters(region("y", 0, 4L * n)))
+                                .putAllParameters(CudaIpcClient.region("y", 0, 4L * n)))
                         .build()));
                 assertEquals(Status.Code.INVALID_ARGUMENT, gbad.getStatus().getCode());
                 assertTrue(gbad.getStatus().getDescription().contains("input 'X': Invalid offset + byte size for shared memory region: 'x'"
@@ -256,7 +238,7 @@ class CudaSharedMemoryFrontendsTest {
         SystemSharedMemory shm = new SystemSharedMemory(new CudaSharedMemoryRegistry(driver));
         try (BackplaneHost host = BackplaneHost.builder().modelRepository(repository).backend(Fixtures.factory(driver)).build();
                 HttpClient rest = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build()) {
-            Frontend http = new HttpFrontendFactory().create(new Context(host, Map.of("host", "127.0.0.1", "port", "0"), shm));
+            Frontend http = new HttpFrontendFactory().create(new GpuSelfTest.Frontends(host, Map.of("host", "127.0.0.1", "port", "0"), shm));
             try {
                 http.start();
                 String base = "http://" + http.endpoint().replaceFirst("^[a-z]+://", "");
@@ -282,7 +264,7 @@ class CudaSharedMemoryFrontendsTest {
             io.backplane.spi.host.DeviceSharedMemory d = host.openDeviceSharedMemory();
             assertTrue(!d.available());
             SystemSharedMemory shm = new SystemSharedMemory(d);
-            Frontend http = new HttpFrontendFactory().create(new Context(host, Map.of("host", "127.0.0.1", "port", "0"), shm));
+            Frontend http = new HttpFrontendFactory().create(new GpuSelfTest.Frontends(host, Map.of("host", "127.0.0.1", "port", "0"), shm));
             try {
                 http.start();
                 String base = "http://" + http.endpoint().replaceFirst("^[a-z]+://", "");

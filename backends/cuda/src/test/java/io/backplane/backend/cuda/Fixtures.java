@@ -16,8 +16,6 @@ import io.backplane.testkit.ModelHarness;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.Comparator;
-import java.util.stream.Stream;
 
 /** Shared test data: the sample model, configs, requests, a usable fake driver, and harnesses over it. */
 final class Fixtures {
@@ -96,13 +94,8 @@ final class Fixtures {
     }
 
     static void deleteTree(Path dir) throws IOException {
-        if (!Files.exists(dir)) {
-            return;
-        }
-        try (Stream<Path> s = Files.walk(dir)) {
-            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) {
-                Files.delete(p);
-            }
+        if (Files.exists(dir)) {
+            GpuSelfTest.deleteTree(dir);
         }
     }
 }

@@ -285,10 +285,15 @@ public final class GpuSelfTest {
             LOG.error("request {}: {} outputs for {} inputs", request, out.length, x.length);
             return false;
         }
+        return isSaxpy("request " + request, x, y, out);
+    }
+
+    /** Whether {@code out} is fma(A, x, y) element by element (within 1e-6 relative); logs the first element that is not. */
+    static boolean isSaxpy(String what, float[] x, float[] y, float[] out) {
         for (int i = 0; i < x.length; i++) {
             float expected = Math.fma(A, x[i], y[i]);
             if (Float.compare(out[i], expected) != 0 && Math.abs(out[i] - expected) > 1e-6f * Math.max(1f, Math.abs(expected))) {
-                LOG.error("request {}: OUT[{}] = {} but 2*{}+{} = {}", request, i, out[i], x[i], y[i], expected);
+                LOG.error("{}: OUT[{}] = {} but 2*{}+{} = {}", what, i, out[i], x[i], y[i], expected);
                 return false;
             }
         }
@@ -592,7 +597,7 @@ public final class GpuSelfTest {
     }
 
     /** The host's context for the frontends, sharing one shared-memory registry between them as {@code backplane serve} does. */
-    private record Frontends(InferenceService service, Map<String, String> options, SystemSharedMemory shm) implements FrontendContext {
+    record Frontends(InferenceService service, Map<String, String> options, SystemSharedMemory shm) implements FrontendContext {
         @Override
         public <T extends AutoCloseable> Shared<T> shared(Class<T> type, Supplier<T> create) {
             return new Shared<>(type.cast(shm), false);
@@ -654,7 +659,7 @@ public final class GpuSelfTest {
         Files.writeString(config, text);
     }
 
-    private static void deleteTree(Path dir) throws IOException {
+    static void deleteTree(Path dir) throws IOException {
         try (Stream<Path> s = Files.walk(dir)) {
             for (Path p : s.sorted(Comparator.reverseOrder()).toList()) {
                 Files.delete(p);
